@@ -1,0 +1,132 @@
+"""The compatibility rule: which image in a binary a GPU runs, if any. Pure and total.
+
+Facts it encodes (CUDA C++ Programming Guide, "Binary Compatibility" and "PTX Compatibility";
+nvcc docs on arch-specific `a` and family `f` targets; checked against real H200 results in
+tests/data/h200/nokernelimage.txt):
+
+- SASS `sm_XY` runs on a GPU of compute capability X.Z with Z >= Y (same major only).
+- `sm_XYa` (arch-specific) runs only on exactly X.Y.
+- `sm_XYf` (family, CUDA 12.9+) runs on the same major with minor >= Y.
+- PTX `compute_XY` is JIT-compiled by the driver for any GPU with cc >= X.Y (any later major),
+  provided the driver understands that PTX version (else CUDA error 222, unsupported toolchain).
+- PTX `compute_XYa` only on exactly X.Y; `compute_XYf` within the family.
+- The driver prefers a matching SASS image; it JIT-compiles PTX only when no SASS fits.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+NATIVE = "native"
+PTX_JIT = "ptx-jit"
+NO_IMAGE = "no-kernel-image"
+PTX_TOO_NEW = "ptx-unsupported-by-driver"
+
+_RE_ARCH = re.compile(r"^(sm|compute|lto)_?(\d)(\d+)([af]?)$")
+
+
+@dataclass(frozen=True, order=True)
+class Arch:
+    major: int
+    minor: int
+    variant: str = ""  # "", "a" (arch-specific) or "f" (family)
+    kind: str = "sm"  # "sm" (SASS), "compute" (PTX) or "lto" (LTO-IR)
+
+    @property
+    def cc(self) -> tuple:
+        return (self.major, self.minor)
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}_{self.major}{self.minor}{self.variant}"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def parse_arch(text: str) -> Optional[Arch]:
+    """'sm_90a', 'compute_80', 'lto_90' -> Arch; None when it is not an arch name."""
+    t = (text or "").strip().lower()
+    m = _RE_ARCH.match(t)
+    if not m:
+        return None
+    kind, major, minor, var = m.group(1), int(m.group(2)), int(m.group(3)), m.group(4)
+    if len(m.group(2) + m.group(3)) == 3:  # sm_100, sm_120, sm_103a: two-digit major
+        major, minor = int((m.group(2) + m.group(3))[:2]), int((m.group(2) + m.group(3))[2:])
+    return Arch(major, minor, var, kind)
+
+
+def parse_cc(text: str) -> Optional[tuple]:
+    """'9.0', '90', 'sm_90', '12.0', '120', 'sm_120a' -> (major, minor); None if not a cc."""
+    t = (text or "").strip().lower().replace("+ptx", "")
+    m = re.match(r"^(?:sm_?|compute_?)?(\d+)\.(\d)[af]?$", t)
+    if m:
+        return (int(m.group(1)), int(m.group(2)))
+    m = re.match(r"^(?:sm_?|compute_?)?(\d{2,3})[af]?$", t)
+    if m:
+        d = m.group(1)
+        return (int(d[:-1]), int(d[-1]))
+    return None
+
+
+def cc_str(cc: tuple) -> str:
+    return f"{cc[0]}.{cc[1]}"
+
+
+def sass_runs_on(arch: Arch, cc: tuple) -> bool:
+    if arch.variant == "a":
+        return arch.cc == tuple(cc)
+    return arch.major == cc[0] and arch.minor <= cc[1]
+
+
+def ptx_jits_on(arch: Arch, cc: tuple) -> bool:
+    if arch.variant == "a":
+        return arch.cc == tuple(cc)
+    if arch.variant == "f":
+        return arch.major == cc[0] and arch.minor <= cc[1]
+    return arch.cc <= tuple(cc)
+
+
+@dataclass(frozen=True)
+class Selection:
+    verdict: str  # NATIVE, PTX_JIT, NO_IMAGE or PTX_TOO_NEW
+    image: str = ""  # the image the driver would use
+    reason: str = ""
+
+
+def _ver(v: Optional[str]) -> Optional[tuple]:
+    if not v:
+        return None
+    m = re.match(r"^(\d+)\.(\d+)", str(v))
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def select_image(sass: Iterable[str], ptx: Iterable[str], cc: tuple,
+                 driver_cuda: Optional[str] = None, ptx_cuda: Optional[dict] = None) -> Selection:
+    """Which image the driver uses on a GPU of compute capability `cc`.
+
+    `sass`/`ptx` are arch names ('sm_90a', 'compute_80'; bare numbers are read as sm_/compute_).
+    `driver_cuda` is the driver's maximum CUDA version ('13.0'); `ptx_cuda` maps a PTX arch name to
+    the CUDA version whose toolchain produced it. When both are known and the PTX is newer than
+    the driver, JIT fails (error 222) and the verdict is PTX_TOO_NEW.
+    """
+    cc = tuple(cc)
+    sass_arches = [a for a in (parse_arch(s if "_" in s else f"sm_{s}") for s in sass) if a]
+    ptx_arches = [a for a in (parse_arch(p if "_" in p else f"compute_{p}") for p in ptx) if a]
+    fits = sorted((a for a in sass_arches if sass_runs_on(a, cc)), key=lambda a: (a.minor, a.variant == "a"))
+    if fits:
+        best = fits[-1]
+        return Selection(NATIVE, best.name, f"{best.name} SASS runs on cc {cc_str(cc)}")
+    jits = sorted((a for a in ptx_arches if ptx_jits_on(a, cc)), key=lambda a: (a.cc, a.variant))
+    if jits:
+        best = jits[-1]
+        made, drv = _ver((ptx_cuda or {}).get(best.name)), _ver(driver_cuda)
+        if made and drv and made > drv:
+            return Selection(PTX_TOO_NEW, best.name,
+                             f"{best.name} PTX was made by CUDA {made[0]}.{made[1]}, newer than the driver's "
+                             f"CUDA {drv[0]}.{drv[1]}: JIT fails (error 222)")
+        return Selection(PTX_JIT, best.name, f"no SASS for cc {cc_str(cc)}; the driver JIT-compiles {best.name} PTX")
+    have = ", ".join(a.name for a in sass_arches + ptx_arches) or "no images"
+    return Selection(NO_IMAGE, "", f"no SASS for cc {cc_str(cc)} and no PTX at or below it ({have})")

@@ -1,0 +1,97 @@
+"""The real machine."""
+
+from __future__ import annotations
+
+import getpass
+import os
+import platform
+import socket
+import stat
+import sys
+from typing import Iterator, Mapping, Optional, Sequence
+
+from cudadoctor.system import proc
+from cudadoctor.system.base import System
+
+
+class HostSystem(System):
+    def __init__(self, env: Optional[Mapping[str, str]] = None):
+        self.env = dict(os.environ if env is None else env)
+
+    def run(self, argv: Sequence[str], timeout: float, env: Optional[Mapping[str, str]] = None,
+            input_bytes: Optional[bytes] = None, cwd: Optional[str] = None) -> proc.ProcResult:
+        return proc.run(argv, timeout, env=proc.child_env(self.env, env), input_bytes=input_bytes, cwd=cwd)
+
+    def read_bytes(self, path: str, limit: int = 16 * 1024 * 1024) -> Optional[bytes]:
+        try:
+            with open(path, "rb") as f:
+                return f.read(limit)
+        except (OSError, ValueError):
+            return None
+
+    def read_error(self, path: str) -> str:
+        try:
+            with open(path, "rb") as f:
+                f.read(1)
+            return ""
+        except OSError as e:
+            return f"{type(e).__name__}: {e.strerror or e}"
+        except ValueError as e:
+            return str(e)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def is_dir(self, path: str) -> bool:
+        return os.path.isdir(path)
+
+    def is_executable(self, path: str) -> bool:
+        return os.path.isfile(path) and os.access(path, os.X_OK)
+
+    def listdir(self, path: str) -> list:
+        try:
+            return sorted(os.listdir(path))
+        except OSError:
+            return []
+
+    def realpath(self, path: str) -> str:
+        return os.path.realpath(path)
+
+    def is_symlink(self, path: str) -> bool:
+        return os.path.islink(path)
+
+    def file_size(self, path: str) -> Optional[int]:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return st.st_size if stat.S_ISREG(st.st_mode) else None
+
+    def walk(self, top: str, max_files: int = 200_000) -> Iterator[str]:
+        n = 0
+        for root, dirs, files in os.walk(top, followlinks=False, onerror=lambda e: None):
+            dirs.sort()
+            for name in sorted(files):
+                yield os.path.join(root, name)
+                n += 1
+                if n >= max_files:
+                    return
+
+    def own_python(self) -> str:
+        return sys.executable
+
+    def uname(self) -> dict:
+        u = platform.uname()
+        return {"system": u.system, "release": u.release, "machine": u.machine, "version": u.version}
+
+    def hostname(self) -> str:
+        try:
+            return socket.gethostname()
+        except OSError:
+            return ""
+
+    def username(self) -> str:
+        try:
+            return getpass.getuser()
+        except Exception:  # noqa: BLE001 - getpass raises several types when no user is known
+            return ""

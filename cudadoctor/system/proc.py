@@ -1,0 +1,178 @@
+"""Running other programs: argv lists only (never a shell), always with a timeout.
+
+A hung tool must never hang cudadoctor. A timed-out child is killed with its whole process group;
+if it still does not die (a process stuck in the kernel on a hung driver), it is abandoned rather
+than waited for. Output is captured up to a cap so a tool that spews cannot exhaust memory.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Mapping, Optional, Sequence
+
+OUTPUT_CAP = 8 * 1024 * 1024  # bytes kept per stream
+KILL_GRACE_S = 2.0
+
+
+@dataclass(frozen=True)
+class ProcResult:
+    argv: tuple[str, ...]
+    returncode: Optional[int] = None  # None: did not start, or did not end
+    stdout: str = ""
+    stderr: str = ""
+    elapsed_s: float = 0.0
+    timed_out: bool = False
+    timeout_s: Optional[float] = None
+    not_found: bool = False  # the executable does not exist
+    error: str = ""  # why it could not start (permission denied, exec format error, ...)
+    truncated: bool = False
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and not self.timed_out
+
+    @property
+    def started(self) -> bool:
+        return not self.not_found and not self.error
+
+    @property
+    def signal_name(self) -> Optional[str]:
+        if self.returncode is not None and self.returncode < 0:
+            try:
+                return signal.Signals(-self.returncode).name
+            except ValueError:
+                return f"signal {-self.returncode}"
+        return None
+
+    def describe(self) -> str:
+        """One line saying how the run ended, for findings and evidence."""
+        cmd = " ".join(self.argv)
+        if self.not_found:
+            return f"{cmd}: not found"
+        if self.error:
+            return f"{cmd}: could not start ({self.error})"
+        if self.timed_out:
+            return f"{cmd}: no answer within {self.timeout_s:g} s (killed)"
+        if self.signal_name:
+            return f"{cmd}: killed by {self.signal_name}"
+        return f"{cmd}: exit code {self.returncode}"
+
+    @property
+    def output(self) -> str:
+        return (self.stdout + ("\n" if self.stdout and self.stderr else "") + self.stderr).strip()
+
+
+def child_env(base: Mapping[str, str], overrides: Optional[Mapping[str, str]] = None) -> dict:
+    env = dict(base)
+    env["LC_ALL"] = "C"
+    env["LANG"] = "C"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # read-only: a child interpreter must not write .pyc files
+    if overrides:
+        env.update(overrides)
+    return env
+
+
+def _drain(stream, sink: list, cap: int, flag: list) -> None:
+    kept = 0
+    try:
+        while True:
+            chunk = stream.read(65536)
+            if not chunk:
+                break
+            if kept < cap:
+                take = chunk[: cap - kept]
+                sink.append(take)
+                kept += len(take)
+                if len(take) < len(chunk):
+                    flag[0] = True
+            else:
+                flag[0] = True
+    except (OSError, ValueError):
+        pass
+
+
+def run(
+    argv: Sequence[str],
+    timeout: float,
+    env: Optional[Mapping[str, str]] = None,
+    cwd: Optional[str] = None,
+    input_bytes: Optional[bytes] = None,
+    cap: int = OUTPUT_CAP,
+) -> ProcResult:
+    argv = tuple(str(a) for a in argv)
+    t0 = time.monotonic()
+    try:
+        p = subprocess.Popen(  # noqa: S603 - argv list, no shell
+            argv,
+            stdin=subprocess.PIPE if input_bytes is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=dict(env) if env is not None else None,
+            cwd=cwd,
+            start_new_session=True,
+        )
+    except FileNotFoundError as e:
+        return ProcResult(argv, not_found=True, error="", elapsed_s=time.monotonic() - t0,
+                          extra={"os_error": str(e)})
+    except (PermissionError, OSError) as e:
+        return ProcResult(argv, error=f"{type(e).__name__}: {e.strerror or e}", elapsed_s=time.monotonic() - t0)
+
+    out: list = []
+    err: list = []
+    trunc = [False]
+    threads = [
+        threading.Thread(target=_drain, args=(p.stdout, out, cap, trunc), daemon=True),
+        threading.Thread(target=_drain, args=(p.stderr, err, cap, trunc), daemon=True),
+    ]
+    for t in threads:
+        t.start()
+    if input_bytes is not None:
+        try:
+            p.stdin.write(input_bytes)
+            p.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
+
+    timed_out = False
+    try:
+        rc = p.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill_group(p)
+        try:
+            rc = p.wait(timeout=KILL_GRACE_S)
+        except subprocess.TimeoutExpired:
+            rc = None  # stuck (uninterruptible sleep in the driver): abandon it
+    for t in threads:
+        t.join(timeout=KILL_GRACE_S if timed_out else timeout + KILL_GRACE_S)
+    for s in (p.stdout, p.stderr):
+        try:
+            s.close()
+        except OSError:
+            pass
+    return ProcResult(
+        argv,
+        returncode=None if timed_out else rc,
+        stdout=b"".join(out).decode("utf-8", errors="replace"),
+        stderr=b"".join(err).decode("utf-8", errors="replace"),
+        elapsed_s=time.monotonic() - t0,
+        timed_out=timed_out,
+        timeout_s=timeout,
+        truncated=trunc[0],
+    )
+
+
+def _kill_group(p: subprocess.Popen) -> None:
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, OSError):
+        try:
+            p.kill()
+        except OSError:
+            pass
