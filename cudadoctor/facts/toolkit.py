@@ -39,6 +39,30 @@ def candidates(system: System) -> list:
     return [(p, how) for p, how in out if system.is_executable(p)]
 
 
+def is_toolkit_root(system: System, root: str) -> bool:
+    return system.exists(os.path.join(root, "include", "cuda_runtime.h")) or system.exists(
+        os.path.join(root, "version.json"))
+
+
+def merge_same_toolkit(system: System, installs: list) -> list:
+    """nvcc wrappers and symlinked folders that report the same build are one toolkit: keep the entry
+    whose folder is a real toolkit, with every way it was found."""
+    out: list = []
+    for inst in installs:
+        twin = next((o for o in out if inst.build and o.build == inst.build and o.version == inst.version), None)
+        if twin is None:
+            out.append(inst)
+            continue
+        keep, drop = (inst, twin) if is_toolkit_root(system, inst.root) and not is_toolkit_root(system, twin.root) else (twin, inst)
+        for how in drop.found_via:
+            if how not in keep.found_via:
+                keep.found_via.append(how)
+        if drop.nvcc == system.which("nvcc"):
+            keep.nvcc = drop.nvcc  # the one a shell runs stays the visible path
+        out[out.index(twin)] = keep
+    return out
+
+
 @gatherer("toolkit", value_type=ToolkitInfo)
 def gather_toolkit(system: System, opts: Options, deps: dict) -> Fact:
     """Every nvcc found, with `nvcc --version` run on each distinct one."""
@@ -72,7 +96,7 @@ def gather_toolkit(system: System, opts: Options, deps: dict) -> Fact:
             inst.version, inst.build = parse_nvcc_version(res.output)
             if not inst.version:
                 inst.error = f"unrecognised `nvcc --version` output: {res.output.strip()[:200]!r}"
-    info.installs = installs
-    if not installs:
+    info.installs = merge_same_toolkit(system, installs)
+    if not info.installs:
         return Fact.not_found("PATH, " + ", ".join(HOME_VARS) + ", /usr/local/cuda*", "no nvcc found", value=info)
     return Fact.found(info, "nvcc --version")

@@ -66,6 +66,8 @@ class FakeSystem(System):
         exe = argv[0]
         if answer is None:
             path = exe if "/" in exe else self.which(exe)
+            if path is not None and path not in self.executables:
+                path = self._resolve(path)
             if path is None or path not in self.executables:
                 return ProcResult(argv, not_found=True)
             answer = self.executables[path]
@@ -82,13 +84,27 @@ class FakeSystem(System):
                           elapsed_s=cmd.delay, timeout_s=timeout)
 
     # ---- files
-    def _resolve(self, path: str) -> str:
+    def _resolve_one(self, path: str) -> str:
         seen = 0
         while path in self.symlinks and seen < 40:
             target = self.symlinks[path]
             path = target if target.startswith("/") else os.path.normpath(os.path.join(os.path.dirname(path), target))
             seen += 1
         return path
+
+    def _resolve(self, path: str) -> str:
+        """Resolve symlinks component by component (directory links too), like realpath."""
+        if not path.startswith("/"):
+            return path
+        cur = ""
+        for part in path.split("/")[1:]:
+            if part in ("", "."):
+                continue
+            if part == "..":
+                cur = os.path.dirname(cur)
+                continue
+            cur = self._resolve_one(cur + "/" + part)
+        return cur or "/"
 
     def read_bytes(self, path, limit=16 * 1024 * 1024):
         if path in self.unreadable:
@@ -110,7 +126,7 @@ class FakeSystem(System):
         return any(k.startswith(p) for k in self.files) or any(k.startswith(p) for k in self.symlinks)
 
     def is_executable(self, path):
-        return self._resolve(path) in self.executables or path in self.executables
+        return path in self.executables or self._resolve(path) in self.executables
 
     def listdir(self, path):
         p = self._resolve(path).rstrip("/") + "/"
@@ -121,11 +137,7 @@ class FakeSystem(System):
         return sorted(names)
 
     def realpath(self, path):
-        parts = path.split("/")
-        cur = ""
-        for part in parts[1:]:
-            cur = self._resolve(cur + "/" + part)
-        return cur or "/"
+        return self._resolve(path)
 
     def is_symlink(self, path):
         return path in self.symlinks

@@ -1,0 +1,175 @@
+"""Step 1, `driver`: nvidia-smi and the driver, lowest layer first."""
+
+from __future__ import annotations
+
+from cudadoctor.checks.common import driver_view
+from cudadoctor.checks.registry import Context, Outcome, step
+from cudadoctor.model import FactState, Finding, Fix, Status
+
+DOCS_DRIVER = "https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/"
+DOCS_CONTAINER = "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html"
+
+
+def _gpu_summary(view) -> str:
+    n = len(view.gpus)
+    if not n:
+        return "no GPU listed"
+    names = sorted({g.name for g in view.gpus if g.name})
+    return f"{n} GPU{'s' if n != 1 else ''}" + (f" ({', '.join(names)})" if names else "")
+
+
+def _not_loaded(smi_path: str, smi_text: str, platform) -> Finding:
+    cmds = ["lsmod | grep -i nvidia", "sudo dmesg | grep -iE 'nvrm|nvidia' | tail -20",
+            "dkms status", "sudo modprobe nvidia"]
+    detail = ("nvidia-smi is installed but cannot reach the kernel module. Usual causes, most likely first: "
+              "the module was not built for the running kernel (a kernel update without DKMS), Secure Boot "
+              "refused the unsigned module, nouveau holds the GPU, or the driver install did not finish.")
+    fix = Fix("Find why the kernel module is not loaded, then load it (or reinstall the driver for this kernel):",
+              tuple(cmds + ["mokutil --sb-state", "sudo apt install linux-headers-$(uname -r)  # then reinstall the driver"]),
+              DOCS_DRIVER)
+    if platform is not None and platform.container:
+        fix = Fix(f"This runs inside a {platform.container} container: the host must expose its GPUs.",
+                  ("docker run --gpus all ...  # or --runtime=nvidia / the device plugin on Kubernetes",
+                   "nvidia-smi  # on the host: it must work there first"), DOCS_CONTAINER)
+    return Finding("driver.not-loaded", Status.FAIL, "nvidia-smi cannot communicate with the NVIDIA driver",
+                   detail, fix, {smi_path: smi_text.strip()[:500]}, affects="every CUDA program")
+
+
+@step("driver", "NVIDIA driver", 10, facts=("nvidia_smi", "nvml", "kernel_module", "userspace_driver", "platform"))
+def check_driver(ctx: Context) -> Outcome:
+    """nvidia-smi and the driver: version, maximum CUDA, GPUs, and the ways this layer breaks."""
+    smi, nvml, km, usd = ctx.fact("nvidia_smi"), ctx.fact("nvml"), ctx.fact("kernel_module"), ctx.fact("userspace_driver")
+    plat = ctx.fact("platform").value
+    view = driver_view(ctx)
+    s = smi.value
+    evidence = {}
+    if s is not None and s.path:
+        evidence["nvidia-smi"] = s.path
+    if km.ok:
+        evidence["/proc/driver/nvidia/version"] = km.value.text
+
+    # 1. a hung nvidia-smi: the GPU or driver is wedged
+    if smi.state is FactState.TIMEOUT:
+        return Outcome("nvidia-smi hangs", [Finding(
+            "driver.smi-hang", Status.FAIL, smi.error,
+            "A hung nvidia-smi means the driver or a GPU is wedged (often after an Xid error, a GPU that fell "
+            "off the bus, or a stuck process holding the device). CUDA programs will hang the same way.",
+            Fix("Look for Xid errors and stuck processes; a reset or reboot is usually needed:",
+                ("sudo dmesg | grep -iE 'xid|nvrm' | tail -20", "ps -eo pid,stat,cmd | grep -E ' D ' | grep -v grep",
+                 "sudo reboot"), DOCS_DRIVER), evidence, "every CUDA program")])
+
+    # 2. kernel module vs user-space libraries
+    km_ver = km.value.version if km.ok else ""
+    user_ver = (nvml.value.driver_version if nvml.ok else "") or (s.nvml_library_version if s else "") or (
+        usd.value.libnvidia_ml_version if usd.value is not None else "")
+    nvml_err = nvml.value.error if nvml.value is not None else ""
+    mismatch = (s is not None and s.problem == "nvml-mismatch") or nvml_err == "NVML_ERROR_LIB_RM_VERSION_MISMATCH" or (
+        km_ver and user_ver and km_ver != user_ver)
+    if mismatch:
+        if km_ver:
+            evidence["kernel module"] = km_ver
+        if user_ver:
+            evidence["user-space NVML library"] = user_ver
+        versions = f" (kernel module {km_ver or '?'}, user-space libraries {user_ver or '?'})"
+        return Outcome(f"driver/library version mismatch{versions}", [Finding(
+            "driver.version-mismatch", Status.FAIL, "NVML: Driver/library version mismatch" + versions,
+            "The user-space driver libraries were upgraded (often by unattended-upgrades or apt) while the old "
+            "kernel module is still loaded. Nothing using CUDA or NVML works until they match.",
+            Fix("Reboot to load the new kernel module (or unload and reload it when no process uses the GPU):",
+                ("sudo reboot",
+                 "sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo modprobe nvidia  # instead of a reboot",
+                 "cat /proc/driver/nvidia/version  # must then show " + (user_ver or "the new version")),
+                DOCS_DRIVER), evidence, "every CUDA program")])
+
+    # 3. nvidia-smi present but failing
+    if s is not None and s.problem and smi.state is not FactState.FOUND:
+        if s.problem == "no-driver":
+            return Outcome("the NVIDIA driver is not loaded", [_not_loaded(s.path, s.message, plat)])
+        if s.problem == "no-devices":
+            return Outcome("driver loaded, no GPU found", [Finding(
+                "driver.no-devices", Status.FAIL, "nvidia-smi: No devices were found",
+                "The driver is loaded but sees no GPU: the GPU is not passed through (VM/container), it is "
+                "excluded (NVreg_ExcludedGpus), or it failed to initialise.",
+                Fix("Check that the GPU is on the PCI bus and what the driver logged:",
+                    ("lspci -nn | grep -i nvidia", "sudo dmesg | grep -iE 'nvrm|xid' | tail -20")),
+                evidence, "every CUDA program")])
+        if s.problem == "nvml-unknown":
+            return Outcome("NVML: Unknown Error", [Finding(
+                "driver.nvml-unknown-error", Status.FAIL, "nvidia-smi: Failed to initialize NVML: Unknown Error",
+                "Inside containers this usually means the container lost access to the GPU device nodes after "
+                "`systemctl daemon-reload` on the host (runc with systemd cgroups).",
+                Fix("Restart the container; on the host, configure the NVIDIA container toolkit to create /dev/char "
+                    "symlinks so this does not recur:",
+                    ("docker restart <container>", "sudo nvidia-ctk system create-dev-char-symlinks --create-all"),
+                    "https://github.com/NVIDIA/nvidia-container-toolkit/issues/48"), evidence, "every CUDA program")])
+        if s.problem == "gpu-lost":
+            return Outcome("a GPU is lost", [Finding(
+                "driver.gpu-lost", Status.FAIL, "nvidia-smi reports a lost GPU (fallen off the bus)",
+                "The GPU stopped responding on the PCIe bus (power, thermal or hardware fault, or a driver Xid 79).",
+                Fix("Read the Xid errors and reboot; if it recurs, check power and seating of the card:",
+                    ("sudo dmesg | grep -iE 'xid|fallen off' | tail -20", "sudo reboot")), evidence,
+                "every CUDA program")])
+        evidence["nvidia-smi output"] = s.message.strip()[:500]
+        return Outcome("nvidia-smi fails", [Finding(
+            "driver.smi-error", Status.FAIL, f"nvidia-smi failed: {smi.error[:200]}",
+            "nvidia-smi did not print the expected report; its own words are in the evidence.",
+            Fix("Run it yourself and read the message; check the driver log:",
+                (f"{s.path}", "sudo dmesg | grep -iE 'nvrm|xid' | tail -20")), evidence, "every CUDA program")])
+    if smi.state is FactState.FAILED and s is not None and s.path and not s.driver_version:
+        # could not even start it (not executable, exec format error)
+        evidence["error"] = smi.error
+        return Outcome("nvidia-smi cannot run", [Finding(
+            "driver.smi-error", Status.FAIL, smi.error,
+            "nvidia-smi exists on PATH but could not be run.",
+            Fix("Check the file and reinstall the driver's utilities if it is damaged:",
+                (f"ls -l {s.path}", f"file {s.path}")), evidence, "nvidia-smi")])
+
+    # 4. nothing at all
+    if not view.present:
+        if nvml_err == "NVML_ERROR_DRIVER_NOT_LOADED" or (km.state is FactState.NOT_FOUND and usd.ok):
+            return Outcome("the NVIDIA driver is not loaded", [_not_loaded(s.path if s else "nvidia-smi",
+                                                                            smi.error, plat)])
+        on_wsl = plat is not None and plat.is_wsl
+        fix = Fix("Install the NVIDIA driver for this GPU, then reboot:",
+                  ("lspci -nn | grep -i nvidia  # is there an NVIDIA GPU at all?",
+                   "sudo ubuntu-drivers install  # Ubuntu; other distributions: see the link", "sudo reboot"),
+                  DOCS_DRIVER)
+        if on_wsl:
+            fix = Fix("Under WSL2 the driver comes from Windows: install the current NVIDIA Windows driver, then "
+                      "restart WSL. Do not install a Linux driver inside WSL.",
+                      ("wsl.exe --update", "wsl.exe --shutdown", "ls /usr/lib/wsl/lib/libcuda.so*"),
+                      "https://docs.nvidia.com/cuda/wsl-user-guide/index.html")
+        elif plat is not None and plat.container:
+            fix = Fix(f"Inside a {plat.container} container the GPU must be passed through by the runtime:",
+                      ("docker run --gpus all ...", "nvidia-smi  # on the host"), DOCS_CONTAINER)
+        return Outcome("no NVIDIA driver or GPU", [Finding(
+            "driver.none", Status.FAIL, "No NVIDIA driver or GPU found: CUDA cannot work on this machine",
+            "nvidia-smi is not on PATH, no NVIDIA kernel module is loaded and NVML cannot be used. Steps that "
+            "need no GPU (nvcc, environment) still run.",
+            fix, {"nvidia-smi": smi.error or smi.state.value, "kernel module": km.error or km.state.value,
+                  "NVML": nvml.error or nvml.state.value}, "every CUDA program")])
+
+    summary = f"{view.version}" + (f" (max CUDA {view.cuda})" if view.cuda else "") + f" · {_gpu_summary(view)}"
+    findings = []
+    if smi.state is FactState.NOT_FOUND:
+        summary += " · nvidia-smi not on PATH"
+        findings.append(Finding(
+            "driver.smi-missing", Status.WARN, "nvidia-smi is not on PATH (the driver itself answers through NVML)",
+            "Containers started without the `utility` driver capability lack nvidia-smi; elsewhere the driver's "
+            "utilities package is missing.",
+            Fix("Add the utility capability to the container, or install the driver utilities:",
+                ("docker run --gpus all -e NVIDIA_DRIVER_CAPABILITIES=compute,utility ...",
+                 f"sudo apt install nvidia-utils-{view.version.split('.')[0]}"), DOCS_CONTAINER),
+            {"sources": ", ".join(view.sources)}))
+    else:
+        summary += " · nvidia-smi ok"
+    if not view.gpus and (nvml.ok and nvml.value.device_count == 0):
+        return Outcome(f"{view.version} · no GPU", [Finding(
+            "driver.no-devices", Status.FAIL, "The driver is loaded but NVML sees no GPU",
+            "No GPU is visible to the driver (not passed through, excluded, or failed to initialise).",
+            Fix("Check the PCI bus and the driver log:", ("lspci -nn | grep -i nvidia",
+                                                         "sudo dmesg | grep -iE 'nvrm|xid' | tail -20")),
+            evidence, "every CUDA program")])
+    evidence.update({"driver": view.version, "max CUDA": view.cuda, "sources": ", ".join(view.sources)})
+    findings.insert(0, Finding("driver.ok", Status.OK, summary, evidence=evidence))
+    return Outcome(summary, findings)

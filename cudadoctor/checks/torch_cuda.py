@@ -1,0 +1,169 @@
+"""Step 2, `torch.cuda`: does the target interpreter's torch see CUDA, and if not, why."""
+
+from __future__ import annotations
+
+import re
+
+from cudadoctor.checks.common import (
+    cu_tag,
+    driver_view,
+    major_minor,
+    q,
+    torch_base_version,
+    visible_ordinals,
+)
+from cudadoctor.checks.registry import Context, Outcome, step
+from cudadoctor.model import FactState, Finding, Fix, Status
+
+INDEX = "https://download.pytorch.org/whl/"
+GET_STARTED = "https://pytorch.org/get-started/locally/"
+RE_FOUND_VERSION = re.compile(r"too old \(found version (\d+)\)")
+
+
+def pip_torch(python: str, version: str, tag: str) -> str:
+    pin = f"torch=={version}" if version else "torch"
+    return f"{q(python)} -m pip install --force-reinstall {pin} --index-url {INDEX}{tag}"
+
+
+def suggested_tag(ctx: Context, driver_cuda: str, torch_version: str = "") -> str:
+    """The CUDA wheel variant to suggest for this driver (the matrix knows; else the driver's own CUDA)."""
+    m = ctx.matrix
+    if hasattr(m, "recommend_torch"):
+        dv = driver_view(ctx)
+        ccs = [g.cc for g in dv.gpus if g.cc]
+        try:
+            recs = m.recommend_torch(ccs[0] if ccs else None, dv.version or None)
+        except Exception:  # noqa: BLE001 - the matrix is best effort here
+            recs = []
+        for r in recs or []:
+            if not torch_version or r.get("torch") == torch_version:
+                return r.get("cu_tag") or r.get("variant") or ""
+        if recs:
+            return recs[0].get("cu_tag") or recs[0].get("variant") or ""
+    return cu_tag(driver_cuda) if driver_cuda else "cu126"
+
+
+@step("torch.cuda", "torch sees CUDA", 20, facts=("torch", "nvidia_smi", "nvml", "kernel_module", "platform"))
+def check_torch_cuda(ctx: Context) -> Outcome:
+    """torch in the target interpreter: installed, CUDA build, is_available(), device_count(); why not."""
+    tf = ctx.fact("torch")
+    t = tf.value
+    py = (t.python if t is not None and t.python else "") or tf.source.split(" ")[0] or "python"
+    ev = {"interpreter": py}
+
+    if tf.state is FactState.TIMEOUT:
+        return Outcome("the torch probe hung", [Finding(
+            "torch.cuda.probe-hung", Status.FAIL, tf.error,
+            "Importing torch or initialising CUDA did not finish. A hang in CUDA initialisation usually means a "
+            "wedged driver or GPU (see the driver step), a GPU held by a stuck process, or a very slow network "
+            "filesystem for site-packages.",
+            Fix("Reproduce it with a timeout and look at the driver log:",
+                (f"timeout 120 {q(py)} -c 'import torch; print(torch.cuda.is_available())'",
+                 "sudo dmesg | grep -iE 'xid|nvrm' | tail -20", "nvidia-smi")), ev, "torch")])
+    if tf.state is FactState.FAILED and (t is None or not t.installed or not t.import_error):
+        if "does not exist" in tf.error or "could not start" in tf.error:
+            return Outcome("the target interpreter cannot run", [Finding(
+                "torch.cuda.python-missing", Status.FAIL, tf.error, "",
+                Fix("Point --python at an existing interpreter (the one your program uses):",
+                    ("which -a python python3", "cudadoctor check --python /path/to/venv/bin/python")), ev, "torch")])
+        return Outcome("the torch probe crashed", [Finding(
+            "torch.cuda.probe-crashed", Status.FAIL, tf.error,
+            "The interpreter died while using torch. A crash (SIGSEGV/SIGABRT) inside CUDA initialisation points "
+            "at the driver or at mismatched CUDA libraries (see the libraries step).",
+            Fix("Reproduce it and get the native backtrace:",
+                (f"{q(py)} -X faulthandler -c 'import torch; torch.cuda.init(); print(torch.cuda.device_count())'",
+                 "sudo dmesg | tail -20")), ev, "torch")])
+    if tf.state is FactState.NOT_FOUND or t is None:
+        return Outcome(f"torch is not installed in {py}", [Finding(
+            "torch.cuda.not-installed", Status.SKIP, f"torch is not installed in {py}",
+            "Nothing to check for torch in this interpreter. If your program runs in another environment "
+            "(venv, conda, Jupyter kernel), point cudadoctor at it.",
+            Fix("Check the interpreter your program really uses, or install a CUDA build of torch here:",
+                (f"cudadoctor check --python /path/to/that/python",
+                 pip_torch(py, "", suggested_tag(ctx, driver_view(ctx).cuda)))), ev, "torch")])
+    if t.import_error:
+        lib = re.search(r"(lib[\w.+-]+\.so[\w.]*): cannot open shared object file", t.import_error)
+        ev["import error"] = t.import_error
+        fix_cmds = [f"{q(py)} -m pip install --force-reinstall torch=={torch_base_version(t.version)}"
+                    if t.version else f"{q(py)} -m pip install --force-reinstall torch"]
+        if lib:
+            fix_cmds.insert(0, f"ldconfig -p | grep {lib.group(1).split('.so')[0]}")
+            fix_cmds.insert(1, "echo $LD_LIBRARY_PATH  # a stale entry here can shadow the pip nvidia-* libraries")
+        return Outcome("import torch fails", [Finding(
+            "torch.cuda.import-failed", Status.FAIL, f"import torch fails: {t.import_error[:200]}",
+            ("A CUDA library torch needs cannot be loaded." if lib else
+             "torch is installed but cannot be imported."),
+            Fix("Find the missing piece, or reinstall torch with its CUDA libraries:", tuple(fix_cmds)), ev, "torch")])
+
+    ev.update({"torch": t.version, "torch.version.cuda": t.cuda or "None"})
+    dv = driver_view(ctx)
+    label = f"torch {t.version}"
+    if t.available:
+        n = t.device_count or 0
+        summary = f"{label} · {n} device{'s' if n != 1 else ''}"
+        vis = visible_ordinals(t.visible_devices, len(dv.gpus), [g.uuid for g in dv.gpus])
+        if vis is not None and dv.gpus and n < len(dv.gpus):
+            summary += f" of {len(dv.gpus)} (CUDA_VISIBLE_DEVICES={t.visible_devices})"
+        return Outcome(summary, [Finding("torch.cuda.ok", Status.OK, summary, evidence=ev)])
+
+    # is_available() is False: say why, from the facts
+    if t.cpu_only:
+        tag = suggested_tag(ctx, dv.cuda, torch_base_version(t.version))
+        why_more = "" if dv.present else " (and this machine has no working NVIDIA driver either: see the driver step)"
+        return Outcome(f"{label} is a CPU-only build", [Finding(
+            "torch.cuda.cpu-only", Status.FAIL, f"{label} is a CPU-only build (torch.version.cuda is None){why_more}",
+            "A CPU-only wheel was installed, typically because pip resolved torch from PyPI's CPU build or an "
+            "index without CUDA wheels, or a dependency reinstalled torch.",
+            Fix(f"Reinstall torch {torch_base_version(t.version)} built for CUDA ({tag}) in this interpreter:",
+                (pip_torch(py, torch_base_version(t.version), tag),
+                 f"{q(py)} -c 'import torch; print(torch.version.cuda, torch.cuda.is_available())'"), GET_STARTED),
+            ev, "torch")])
+    cvd = t.visible_devices
+    if cvd is not None and dv.gpus:
+        vis = visible_ordinals(cvd, len(dv.gpus), [g.uuid for g in dv.gpus])
+        if not vis:
+            n = len(dv.gpus)
+            return Outcome(f"CUDA_VISIBLE_DEVICES={cvd!r} hides every GPU", [Finding(
+                "torch.cuda.hidden-by-visible-devices", Status.FAIL,
+                f"CUDA_VISIBLE_DEVICES={cvd!r} hides all {n} GPU{'s' if n != 1 else ''} the driver sees",
+                "CUDA reads CUDA_VISIBLE_DEVICES left to right and stops at the first entry that is not a valid "
+                f"device; valid ordinals here are 0..{n - 1} (or GPU UUIDs).",
+                Fix("Unset it, or list GPUs that exist:",
+                    ("unset CUDA_VISIBLE_DEVICES", f"export CUDA_VISIBLE_DEVICES={','.join(str(i) for i in range(n))}",
+                     "nvidia-smi -L  # the GPUs and their UUIDs")), dict(ev, CUDA_VISIBLE_DEVICES=cvd), "torch")])
+    if not dv.present:
+        return Outcome("no NVIDIA driver", [Finding(
+            "torch.cuda.no-driver", Status.FAIL, f"{label} is a CUDA build, but there is no working NVIDIA driver",
+            "torch needs the driver's libcuda; the driver step says what is wrong with it.",
+            Fix("Fix the driver first (see the driver step), then re-run cudadoctor check.", ("cudadoctor check --only driver",)),
+            dict(ev, init_error=t.init_error), "torch")])
+    m = RE_FOUND_VERSION.search(t.init_error or "")
+    drv = major_minor(dv.cuda)
+    tc = major_minor(t.cuda)
+    too_old = bool(m) or (drv and tc and tc[0] > drv[0])
+    if too_old:
+        tag = cu_tag(dv.cuda) if dv.cuda else ""
+        need = ""
+        if hasattr(ctx.matrix, "min_driver") and t.cuda:
+            try:
+                row = ctx.matrix.min_driver(t.cuda)
+                need = (row or {}).get("linux") or (row or {}).get("minor_version_floor") or ""
+            except Exception:  # noqa: BLE001
+                need = ""
+        return Outcome(f"driver {dv.version} (CUDA {dv.cuda}) is too old for torch CUDA {t.cuda}", [Finding(
+            "torch.cuda.driver-too-old", Status.FAIL,
+            f"The driver {dv.version} supports CUDA up to {dv.cuda or '?'}; {label} needs CUDA {t.cuda}",
+            "A torch wheel built for a newer CUDA major than the driver supports cannot initialise (CUDA error 35, "
+            "'driver version is insufficient').",
+            Fix("Upgrade the driver" + (f" to {need} or newer" if need else "") +
+                f", or install torch built for the driver's CUDA ({tag or 'an older cuXYZ'}):",
+                ("nvidia-smi  # 'CUDA Version' is the newest CUDA this driver runs",
+                 pip_torch(py, torch_base_version(t.version), tag) if tag else f"{q(py)} -m pip install torch"),
+                GET_STARTED), dict(ev, driver=dv.version, driver_cuda=dv.cuda, init_error=t.init_error), "torch")])
+    return Outcome("torch.cuda.is_available() is False", [Finding(
+        "torch.cuda.unavailable", Status.FAIL, f"torch.cuda.is_available() is False: {t.init_error or 'no reason given'}",
+        "torch is a CUDA build and the driver answers, yet CUDA did not initialise; torch's own words are in the "
+        "evidence. `cudadoctor explain` recognises most of these messages.",
+        Fix("Read torch's reason and explain it:",
+            (f"{q(py)} -c 'import torch; torch.cuda.init()'", f"cudadoctor explain {q(t.init_error[:200] or 'is_available False')}")),
+        dict(ev, init_error=t.init_error, warnings=t.warnings), "torch")])

@@ -1,0 +1,104 @@
+"""`cudadoctor check` (the ordered checklist) and `cudadoctor checks` (list the steps)."""
+
+from __future__ import annotations
+
+import os
+from typing import List, Optional
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("check")
+    def check(
+        python: Optional[str] = typer.Option(None, "--python", metavar="PATH",
+                                             help="Interpreter whose torch to inspect (default: this one)."),
+        only: List[str] = typer.Option([], "--only", metavar="ID", help="Run only these steps (repeatable)."),
+        skip: List[str] = typer.Option([], "--skip", metavar="ID", help="Skip these steps (repeatable)."),
+        json_out: bool = typer.Option(False, "--json", help="Print the versioned JSON report."),
+        markdown: bool = typer.Option(False, "--markdown", help="Print a redacted block for a bug report."),
+        verbose: bool = typer.Option(False, "-v", "--verbose", help="Evidence and per-step timings."),
+        strict: bool = typer.Option(False, "--strict", help="Warnings make the exit code 1."),
+        facts_file: Optional[str] = typer.Option(None, "--facts", metavar="FILE",
+                                                 help="Re-judge the facts of a saved --json report offline."),
+        timeout: float = typer.Option(120.0, "--timeout", min=1.0, help="Seconds allowed for the torch probe."),
+        no_gpu_ops: bool = typer.Option(False, "--no-gpu-ops", help="Do not run the minimal GPU op."),
+    ) -> None:
+        """Run the ordered checklist, lowest layer first. Exit 0: nothing failed, 1: a check failed, 2: usage
+        error or a check crashed."""
+        from cudadoctor.checks import registry as checks
+        from cudadoctor.cli import fail_usage
+
+        if json_out and markdown:
+            raise fail_usage("--json and --markdown cannot be used together")
+        bad = checks.unknown_ids(list(only) + list(skip))
+        if bad:
+            known = ", ".join(s.id for s in checks.ordered())
+            raise fail_usage(f"unknown step id {', '.join(bad)} (known: {known}; `cudadoctor checks` lists them)")
+        if python is not None:
+            if not python.strip():
+                raise fail_usage("--python needs a path to an interpreter")
+            if not (os.path.isfile(python) and os.access(python, os.X_OK)):
+                raise fail_usage(f"--python {python}: no executable file there")
+        from cudadoctor.doctor import python_version_of, run_check
+        from cudadoctor.facts.registry import Options
+        from cudadoctor.system.host import HostSystem
+
+        system = HostSystem()
+        given = None
+        source = "live"
+        if facts_file is not None:
+            given = _load_facts(facts_file)
+            source = f"facts file {facts_file}"
+        opts = Options(python=python, timeout_torch=timeout, gpu_ops=not no_gpu_ops)
+        report = run_check(system, opts, only, skip, strict, given_facts=given, source=source)
+        if json_out:
+            from cudadoctor.render.json_report import render_json
+
+            typer.echo(render_json(report, system.env))
+        elif markdown:
+            from cudadoctor.render.markdown import render_markdown
+
+            typer.echo(render_markdown(report, system.env, user=system.username(), host=system.hostname()))
+        else:
+            from cudadoctor.render.console import render_console
+
+            render_console(report, system.env, verbose=verbose, python_version=python_version_of(report))
+        raise typer.Exit(report.exit_code)
+
+    @app.command("checks")
+    def list_checks(json_out: bool = typer.Option(False, "--json", help="Print as JSON.")) -> None:
+        """List the checklist's steps in order, with their ids."""
+        from cudadoctor.checks import registry as checks
+
+        steps = checks.ordered()
+        if json_out:
+            import json
+
+            typer.echo(json.dumps([{"order": n, "id": s.id, "title": s.title, "requires": list(s.requires),
+                                    "facts": list(s.facts), "description": s.description}
+                                   for n, s in enumerate(steps, 1)], indent=2))
+            return
+        w = max(len(s.id) for s in steps) + 2
+        for n, s in enumerate(steps, 1):
+            req = f"  (after {', '.join(s.requires)})" if s.requires else ""
+            typer.echo(f"{n:>2} {s.id.ljust(w)}{s.description}{req}")
+
+
+def _load_facts(path: str) -> dict:
+    import json
+
+    from cudadoctor.cli import fail_usage
+    from cudadoctor.facts.registry import facts_from_dict, load_all
+
+    try:
+        with open(path, "rb") as f:
+            raw = json.loads(f.read().decode("utf-8", errors="replace"))
+    except OSError as e:
+        raise fail_usage(f"--facts {path}: {e.strerror or e}")
+    except ValueError as e:
+        raise fail_usage(f"--facts {path}: not JSON ({e})")
+    if not isinstance(raw, dict) or not isinstance(raw.get("facts"), dict):
+        raise fail_usage(f"--facts {path}: not a cudadoctor report (no \"facts\" object)")
+    load_all()
+    return facts_from_dict(raw["facts"])

@@ -1,0 +1,69 @@
+"""`check` end to end, without I/O of its own: steps chosen, facts gathered, steps run, report built."""
+
+from __future__ import annotations
+
+import datetime
+import platform as _platform
+import sys
+from typing import Iterable, Optional
+
+from cudadoctor import __version__
+from cudadoctor.checks import registry as checks
+from cudadoctor.facts import registry as facts
+from cudadoctor.model import Report, Status
+from cudadoctor.system.base import System
+
+EXIT_OK, EXIT_FAIL, EXIT_CRASH = 0, 1, 2
+
+
+def exit_code(steps: list, strict: bool = False) -> int:
+    statuses = {s.status for s in steps}
+    for s in steps:
+        statuses.update(f.status for f in s.findings)
+    if Status.ERROR in statuses:
+        return EXIT_CRASH
+    if Status.FAIL in statuses or (strict and Status.WARN in statuses):
+        return EXIT_FAIL
+    return EXIT_OK
+
+
+def run_check(system: System, opts: Optional[facts.Options] = None, only: Iterable[str] = (),
+              skip: Iterable[str] = (), strict: bool = False, given_facts: Optional[dict] = None,
+              source: str = "live") -> Report:
+    opts = opts or facts.Options()
+    steps = checks.ordered(only, skip)
+    names = checks.needed_facts(steps) + ["platform"]
+    if given_facts is not None:
+        gathered = dict(given_facts)
+    else:
+        gathered = facts.gather(system, names, opts)
+    results = checks.run_steps(steps, gathered)
+    t = gathered.get("torch")
+    target = (t.value.python if t is not None and t.value is not None and t.value.python else "") or (
+        opts.python or system.own_python())
+    plat = gathered.get("platform")
+    if plat is not None and plat.value is not None:
+        pv = plat.value
+        platform_line = f"{pv.system} {pv.machine}" + (f" · {pv.distro}" if pv.distro else "") + (
+            " · WSL2" if pv.is_wsl and pv.wsl_version == 2 else (" · WSL1" if pv.is_wsl else "")) + (
+            f" · {pv.container} container" if pv.container else "")
+    else:
+        platform_line = f"{_platform.system()} {_platform.machine()}"
+    return Report(
+        tool_version=__version__,
+        created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        target_python=target,
+        platform=platform_line,
+        facts=gathered,
+        steps=results,
+        exit_code=exit_code(results, strict),
+        strict=strict,
+        source=source,
+    )
+
+
+def python_version_of(report: Report) -> str:
+    t = report.facts.get("torch")
+    if t is not None and t.value is not None and t.value.python_version:
+        return t.value.python_version
+    return sys.version.split()[0]

@@ -1,0 +1,1 @@
+"""Rendering: console (rich), JSON (versioned schema) and Markdown (bug report). Redacted output."""

@@ -1,0 +1,234 @@
+"""The ordered checklist against real recorded outputs (tests/data/h200) and fakes of each fault."""
+
+from __future__ import annotations
+
+import time
+
+from fakes.system import FakeCmd
+from helpers import check, ids, status, steps
+from scenarios import NVCC, PY, SMI, h200, nvml_answer, torch_stages
+
+CORE = ["driver", "torch.cuda", "device.capability", "torch.op", "toolkit.nvcc"]
+
+
+def core(report):
+    st = status(report)
+    return {k: st[k] for k in CORE if k in st}
+
+
+def test_golden_healthy_h200_all_ok():
+    r = check(h200())
+    assert core(r) == {k: "ok" for k in CORE}
+    assert r.exit_code == 0 or any(s.status.value == "fail" for s in r.steps if s.id not in CORE)
+    s = steps(r)
+    assert "580.159.04" in s["driver"].summary and "CUDA 13.0" in s["driver"].summary
+    assert "NVIDIA H200" in s["driver"].summary
+    assert "2.11.0+cu130" in s["torch.cuda"].summary
+    assert "cc 9.0" in s["device.capability"].summary and "sm_90" in s["device.capability"].summary
+    assert "nvcc 13.0" in s["toolkit.nvcc"].summary and "13.0" in s["toolkit.nvcc"].summary
+    f = ids(r)
+    assert f["driver.ok"] == "ok" and f["torch.cuda.ok"] == "ok" and f["device.capability.ok"] == "ok"
+    assert f["torch.op.ok"] == "ok" and f["toolkit.nvcc.ok"] == "ok"
+    facts = r.facts
+    assert facts["nvidia_smi"].value.driver_version == "580.159.04"
+    assert facts["nvidia_smi"].value.cuda_version == "13.0"
+    assert facts["kernel_module"].value.version == "580.159.04"
+    assert facts["kernel_module"].value.flavour == "open"
+    assert facts["torch"].value.version == "2.11.0+cu130"
+
+
+def test_no_driver_at_all_fails_but_runs_gpu_free_steps():
+    fs = h200(smi=False, proc=False, nvml=FakeCmd('{"error": "NVML_ERROR_LIBRARY_NOT_FOUND", "message": "x"}'),
+              torch=FakeCmd(torch_stages(available=False, init_error="RuntimeError: Found no NVIDIA driver on your system.")))
+    r = check(fs)
+    st = status(r)
+    assert st["driver"] == "fail" and ids(r)["driver.none"] == "fail"
+    assert st["device.capability"] == "skip" and steps(r)["device.capability"].waits_on == ("driver",)
+    assert st["toolkit.nvcc"] == "ok"  # runs without a GPU
+    assert ids(r)["torch.cuda.no-driver"] == "fail"
+    assert r.exit_code == 1
+
+
+def test_nvidia_smi_missing_but_driver_answers_through_nvml():
+    r = check(h200(smi=False))
+    assert ids(r)["driver.smi-missing"] == "warn"
+    assert status(r)["driver"] == "warn"
+    assert "580.159.04" in steps(r)["driver"].summary
+
+
+def test_nvidia_smi_not_communicating_is_not_loaded():
+    msg = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. Make sure that the "
+           "latest NVIDIA driver is installed and running.\n")
+    fs = h200(smi=FakeCmd(msg, returncode=9), proc=False,
+              nvml=FakeCmd('{"error": "NVML_ERROR_DRIVER_NOT_LOADED", "message": "Driver Not Loaded"}'),
+              torch=FakeCmd(torch_stages(available=False, init_error="RuntimeError: Found no NVIDIA driver")))
+    r = check(fs)
+    assert ids(r)["driver.not-loaded"] == "fail"
+    assert r.exit_code == 1
+
+
+def test_nvidia_smi_hangs_run_finishes_near_timeout():
+    fs = h200(smi=FakeCmd(hang=True))
+    fs.hang_sleep = 0.5
+    t0 = time.monotonic()
+    r = check(fs, timeout_smi=0.5)
+    took = time.monotonic() - t0
+    assert ids(r)["driver.smi-hang"] == "fail"
+    assert took < 3.0  # concurrent: the hang costs its timeout once, not per call
+    assert r.exit_code == 1
+
+
+def test_nvml_driver_library_mismatch():
+    msg = "Failed to initialize NVML: Driver/library version mismatch\nNVML library version: 580.173\n"
+    fs = h200(smi=FakeCmd(msg, returncode=18),
+              nvml=FakeCmd('{"error": "NVML_ERROR_LIB_RM_VERSION_MISMATCH", "message": "mismatch"}'))
+    r = check(fs)
+    f = [f for f in steps(r)["driver"].findings if f.id == "driver.version-mismatch"][0]
+    assert f.status.value == "fail"
+    assert f.evidence["kernel module"] == "580.159.04" and f.evidence["user-space NVML library"] == "580.173"
+
+
+def test_kernel_module_differs_from_nvml_library_without_smi_message():
+    fs = h200(nvml=FakeCmd(nvml_answer(driver_version="580.173")))
+    r = check(fs, only=["driver"])
+    assert ids(r)["driver.version-mismatch"] == "fail"
+
+
+def test_visible_devices_empty_hides_all():
+    fs = h200(env={"CUDA_VISIBLE_DEVICES": ""},
+              torch=FakeCmd(torch_stages(available=False, visible="", init_error="")))
+    r = check(fs)
+    assert ids(r)["torch.cuda.hidden-by-visible-devices"] == "fail"
+    assert status(r)["torch.op"] == "skip"
+
+
+def test_visible_devices_nonexistent_ordinal():
+    fs = h200(env={"CUDA_VISIBLE_DEVICES": "7"}, torch=FakeCmd(torch_stages(available=False, visible="7")))
+    r = check(fs)
+    f = [f for f in steps(r)["torch.cuda"].findings][0]
+    assert f.id == "torch.cuda.hidden-by-visible-devices" and f.status.value == "fail"
+    assert "unset CUDA_VISIBLE_DEVICES" in f.fix.commands
+
+
+def test_visible_devices_minus_one():
+    fs = h200(env={"CUDA_VISIBLE_DEVICES": "-1"}, torch=FakeCmd(torch_stages(available=False, visible="-1")))
+    assert ids(check(fs))["torch.cuda.hidden-by-visible-devices"] == "fail"
+
+
+def test_torch_missing_is_skip_with_hint():
+    r = check(h200(torch=FakeCmd(torch_stages(not_installed=True))))
+    assert ids(r)["torch.cuda.not-installed"] == "skip"
+    assert status(r)["torch.op"] == "skip"
+    assert status(r)["device.capability"] == "ok"  # cc still read from the driver
+
+
+def test_torch_import_fails_on_missing_library():
+    err = "ImportError: libcudart.so.12: cannot open shared object file: No such file or directory"
+    r = check(h200(torch=FakeCmd(torch_stages(import_error=err))))
+    assert ids(r)["torch.cuda.import-failed"] == "fail"
+
+
+def test_cpu_only_torch_fake():
+    r = check(h200(torch=FakeCmd(torch_stages(version="2.13.0+cpu", cuda=None, available=False, arch=[]))))
+    f = ids(r)
+    assert f["torch.cuda.cpu-only"] == "fail"
+    assert r.exit_code == 1
+
+
+def test_torch_child_crashes_sigsegv():
+    fs = h200(torch=FakeCmd(torch_stages(upto="import"), returncode=-11))
+    r = check(fs)
+    f = steps(r)["torch.cuda"].findings[0]
+    assert f.id == "torch.cuda.probe-crashed" and f.status.value == "fail"
+    assert "SIGSEGV" in f.summary and "is_available" in f.summary
+
+
+def test_torch_child_hangs():
+    fs = h200(torch=FakeCmd(hang=True))
+    r = check(fs, timeout_torch=0.2)
+    assert ids(r)["torch.cuda.probe-hung"] == "fail"
+
+
+def test_target_interpreter_missing():
+    fs = h200()
+    r = check(fs, python="/nope/python")
+    assert ids(r)["torch.cuda.python-missing"] == "fail"
+
+
+def test_nvcc_missing_is_ok_for_running_torch():
+    fs = h200(nvcc=False, env={"CUDA_HOME": None, "TORCH_CUDA_ARCH_LIST": None})
+    fs.symlinks.clear()
+    r = check(fs)
+    assert ids(r)["toolkit.nvcc.absent"] == "ok"
+
+
+def test_nvcc_missing_warns_when_building_extensions():
+    fs = h200(nvcc=False, env={"CUDA_HOME": None})
+    fs.symlinks.clear()
+    assert ids(check(fs))["toolkit.nvcc.absent"] == "warn"
+
+
+def test_nvcc_12_with_torch_cu130_is_major_mismatch():
+    v121 = ("nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release 12.1, V12.1.105\n"
+            "Build cuda_12.1.r12.1/compiler.32688072_0\n")
+    fs = h200(nvcc=False, env={"CUDA_HOME": None, "PATH": "/opt/fake/bin:/usr/local/nvidia/bin:/usr/bin:/bin"})
+    fs.symlinks.clear()
+    fs.add_exe("/opt/fake/bin/nvcc", FakeCmd(v121))
+    r = check(fs)
+    assert ids(r)["toolkit.nvcc.major-mismatch"] == "fail"
+    assert r.exit_code == 1
+
+
+def test_nvcc_minor_mismatch_warns():
+    v131 = "Cuda compilation tools, release 13.1, V13.1.80\n"
+    fs = h200(nvcc=FakeCmd(v131))
+    assert ids(check(fs))["toolkit.nvcc.minor-mismatch"] == "warn"
+
+
+def test_cuda_home_missing_folder():
+    fs = h200(env={"CUDA_HOME": "/opt/cuda-12.4"})
+    r = check(fs)
+    assert ids(r)["toolkit.cuda-home.missing"] == "warn"
+
+
+def test_nvcc_hangs_becomes_warning():
+    fs = h200(nvcc=FakeCmd(hang=True))
+    r = check(fs)
+    assert ids(r)["toolkit.nvcc.unreadable"] == "warn"
+
+
+def test_gpu_not_in_torch_arch_list_is_unsupported():
+    fs = h200(torch=FakeCmd(torch_stages(arch=["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86"])))
+    r = check(fs)
+    assert ids(r)["device.capability.unsupported"] == "fail"
+
+
+def test_gpu_reached_only_through_ptx_warns():
+    fs = h200(torch=FakeCmd(torch_stages(arch=["sm_80", "sm_86", "compute_86"])))
+    assert ids(check(fs))["device.capability.ptx-jit"] == "warn"
+
+
+def test_op_error_kept_verbatim():
+    err = "CUDA error: no kernel image is available for execution on the device"
+    fs = h200(torch=FakeCmd(torch_stages(op={"ok": False, "error_type": "AcceleratorError", "error": err})))
+    r = check(fs)
+    f = [f for f in steps(r)["torch.op"].findings][0]
+    assert f.id == "torch.op.failed" and f.evidence["error"] == "AcceleratorError: " + err
+
+
+def test_driver_too_old_for_torch():
+    fs = h200(torch=FakeCmd(torch_stages(available=False, init_error=(
+        "RuntimeError: The NVIDIA driver on your system is too old (found version 12020)."))),
+        smi=FakeCmd((open(__file__).read() and "") or "| NVIDIA-SMI 535.104.05   Driver Version: 535.104.05   CUDA Version: 12.2 |\n"),
+        smi_csv=FakeCmd("0, NVIDIA H200, GPU-1, 00000000:00:06.0, 9.0, 143771, 535.104.05, Disabled, Enabled, Default\n"),
+        nvml=FakeCmd(nvml_answer(driver_version="535.104.05", cuda_driver_version="12.2")))
+    fs.files["/proc/driver/nvidia/version"] = b"NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Release Build\n"
+    r = check(fs)
+    assert ids(r)["torch.cuda.driver-too-old"] == "fail"
+
+
+def test_only_and_skip():
+    r = check(h200(), only=["driver"])
+    assert [s.id for s in r.steps] == ["driver"]
+    r = check(h200(), skip=["torch.op", "driver"])
+    assert "torch.op" not in [s.id for s in r.steps] and "driver" not in [s.id for s in r.steps]
