@@ -232,3 +232,12 @@ def test_only_and_skip():
     assert [s.id for s in r.steps] == ["driver"]
     r = check(h200(), skip=["torch.op", "driver"])
     assert "torch.op" not in [s.id for s in r.steps] and "driver" not in [s.id for s in r.steps]
+
+
+def test_path_nvcc_differs_from_cuda_home():
+    v121 = "Cuda compilation tools, release 12.1, V12.1.105\n"
+    fs = h200(env={"PATH": "/opt/fake/bin:/usr/local/nvidia/bin:/usr/local/cuda/bin:/usr/bin:/bin"})
+    fs.add_exe("/opt/fake/bin/nvcc", FakeCmd(v121))
+    r = check(fs)
+    assert ids(r)["toolkit.cuda-home.differs"] == "warn"
+    assert "PATH nvcc 12.1" in steps(r)["toolkit.nvcc"].summary

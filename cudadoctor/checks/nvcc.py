@@ -108,11 +108,15 @@ def check_nvcc(ctx: Context) -> Outcome:
         return Outcome(summary, findings)
 
     summary = f"nvcc {chosen.version} ({chosen.root})"
-    if len(tk.installs) > 1:
+    path_i = _install_for(tk, tk.path_nvcc) if tk.path_nvcc else None
+    if path_i is not None and path_i is not chosen and path_i.version and path_i.version != chosen.version:
+        summary = f"nvcc {chosen.version} (${tk.home_var}) · PATH nvcc {path_i.version} ({path_i.nvcc})"
+    elif len(tk.installs) > 1:
         summary += f" · {len(tk.installs)} found"
     ev = {"nvcc for extensions": f"{ext_nvcc} via {how}", "all": listing}
     if not torch_cuda:
-        findings.insert(0, Finding("toolkit.nvcc.ok", Status.OK, summary + " · no CUDA torch to compare with", evidence=ev))
+        summary += " · no CUDA torch to compare with"
+        findings.insert(0, Finding("toolkit.nvcc.ok", Status.OK, summary, evidence=ev))
         return Outcome(summary, findings)
     nv, tv = major_minor(chosen.version), major_minor(torch_cuda)
     ev["torch.version.cuda"] = torch_cuda
