@@ -79,7 +79,7 @@ def check_nvcc(ctx: Context) -> Outcome:
                 Fix("Run it yourself:", (f"{q(i.nvcc)} --version",)), {"nvcc": i.nvcc}))
     root, ext_nvcc, how = extension_toolkit(tk, lambda p: any(i.nvcc == p or i.realpath == p for i in tk.installs))
     chosen = _install_for(tk, ext_nvcc) if ext_nvcc else None
-    listing = ", ".join(f"{i.version or '?'} ({i.root})" for i in tk.installs)
+    listing = ", ".join(f"{i.version or '?'} ({i.where})" for i in tk.installs)
 
     # CUDA_HOME problems
     if tk.home_var and tk.home_exists is False:
@@ -94,11 +94,13 @@ def check_nvcc(ctx: Context) -> Outcome:
         if home_i is not None and path_i is not None and home_i is not path_i and home_i.version != path_i.version:
             findings.append(Finding(
                 "toolkit.cuda-home.differs", Status.WARN,
-                f"{tk.home_var} ({home_i.version}, {home_i.root}) differs from the nvcc on PATH ({path_i.version}, {path_i.nvcc})",
+                f"{tk.home_var} ({home_i.version}, {home_i.where}) differs from the nvcc on PATH ({path_i.version}, {path_i.nvcc})",
                 "Build systems disagree on which toolkit to use: setup.py/cpp_extension takes "
                 f"{tk.home_var}, CMake and Makefiles often take PATH. Mixed toolkits give link errors.",
                 Fix("Use one toolkit for both:",
-                    (f"export PATH={home_i.root}/bin:$PATH", f"export {tk.home_var}={path_i.root}  # or this instead")),
+                    (f"export PATH={home_i.root}/bin:$PATH",
+                     f"export {tk.home_var}={path_i.root}  # or this instead" if path_i.is_toolkit is not False else
+                     f"# {path_i.nvcc} is not inside a CUDA toolkit folder: take {os.path.dirname(path_i.nvcc)} off PATH")),
                 {tk.home_var: tk.home, "PATH nvcc": tk.path_nvcc}))
 
     if chosen is None or not chosen.version:
@@ -107,7 +109,7 @@ def check_nvcc(ctx: Context) -> Outcome:
             findings.append(Finding("toolkit.nvcc.ok", Status.OK, summary))
         return Outcome(summary, findings)
 
-    summary = f"nvcc {chosen.version} ({chosen.root})"
+    summary = f"nvcc {chosen.version} ({chosen.where})"
     path_i = _install_for(tk, tk.path_nvcc) if tk.path_nvcc else None
     if path_i is not None and path_i is not chosen and path_i.version and path_i.version != chosen.version:
         summary = f"nvcc {chosen.version} (${tk.home_var}) · PATH nvcc {path_i.version} ({path_i.nvcc})"
@@ -131,7 +133,7 @@ def check_nvcc(ctx: Context) -> Outcome:
                     f"https://download.pytorch.org/whl/{cu_tag(chosen.version)}")
         findings.insert(0, Finding(
             "toolkit.nvcc.major-mismatch", Status.FAIL,
-            f"nvcc {chosen.version} ({chosen.root}) ≠ torch CUDA {torch_cuda}: extension builds will fail",
+            f"nvcc {chosen.version} ({chosen.where}) ≠ torch CUDA {torch_cuda}: extension builds will fail",
             "torch.utils.cpp_extension refuses an nvcc whose major version differs from torch's CUDA "
             "('The detected CUDA version mismatches the version that was used to compile PyTorch'): "
             "pip install flash-attn, load_inline and similar builds stop there.",

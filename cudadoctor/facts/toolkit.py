@@ -97,6 +97,8 @@ def gather_toolkit(system: System, opts: Options, deps: dict) -> Fact:
             if not inst.version:
                 inst.error = f"unrecognised `nvcc --version` output: {res.output.strip()[:200]!r}"
     info.installs = merge_same_toolkit(system, installs)
+    for inst in info.installs:
+        inst.is_toolkit = is_toolkit_root(system, inst.root)
     if not info.installs:
         return Fact.not_found("PATH, " + ", ".join(HOME_VARS) + ", /usr/local/cuda*", "no nvcc found", value=info)
     return Fact.found(info, "nvcc --version")

@@ -79,6 +79,7 @@ class NvmlGpu:
     remapped_rows_failure: Optional[bool] = None
     processes: list[dict] = field(default_factory=list)
     errors: dict = field(default_factory=dict)  # field -> NVML error text for fields that failed
+    fabric_state: Optional[int] = None  # nvmlDeviceGetGpuFabricInfo().state: 0 n/a, 1 not started, 2 in progress, 3 done
 
 
 @dataclass
@@ -176,6 +177,12 @@ class NvccInstall:
     build: str = ""  # "V13.0.88"
     found_via: list[str] = field(default_factory=list)  # "PATH", "CUDA_HOME", "/usr/local/cuda-13.0", ...
     error: str = ""
+    is_toolkit: Optional[bool] = None  # root holds a toolkit (include/cuda_runtime.h); False for a lone nvcc
+
+    @property
+    def where(self) -> str:
+        """The toolkit folder, or the nvcc itself when it is not inside a toolkit folder."""
+        return self.root if self.is_toolkit is not False else self.nvcc
 
 
 @dataclass
