@@ -241,3 +241,18 @@ def test_path_nvcc_differs_from_cuda_home():
     r = check(fs)
     assert ids(r)["toolkit.cuda-home.differs"] == "warn"
     assert "PATH nvcc 12.1" in steps(r)["toolkit.nvcc"].summary
+
+
+def _fix_cmds(report, step):
+    return " ".join(c for f in steps(report)[step].findings if f.fix for c in f.fix.commands)
+
+
+def test_cpu_only_fix_names_a_variant_this_release_has_and_the_driver_runs():
+    cpu = FakeCmd(torch_stages(version="2.13.0+cpu", cuda=None, available=False, arch=[]))
+    r = check(h200(torch=cpu))
+    assert "torch==2.13.0 --index-url https://download.pytorch.org/whl/cu130" in _fix_cmds(r, "torch.cuda")
+    old = h200(torch=cpu, smi=FakeCmd("| NVIDIA-SMI 535.104.05   Driver Version: 535.104.05   CUDA Version: 12.2 |\n"),
+               smi_csv=FakeCmd("0, NVIDIA H200, GPU-1, 00000000:00:06.0, 9.0, 143771, 535.104.05, Disabled, Enabled, Default\n"),
+               nvml=FakeCmd(nvml_answer(driver_version="535.104.05", cuda_driver_version="12.2")))
+    old.files["/proc/driver/nvidia/version"] = b"NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Release Build\n"
+    assert "torch==2.13.0 --index-url https://download.pytorch.org/whl/cu126" in _fix_cmds(check(old), "torch.cuda")

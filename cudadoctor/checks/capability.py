@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from cudadoctor.checks.common import driver_view, q, torch_base_version
 from cudadoctor.checks.registry import Context, Outcome, step
+from cudadoctor.checks.torch_cuda import rec_tag
 from cudadoctor.compat import NATIVE, PTX_JIT, cc_str, parse_cc, select_image
 from cudadoctor.model import Finding, Fix, Status
 
@@ -30,12 +31,12 @@ def _fix_for(ctx: Context, cc: tuple, t, py: str) -> Fix:
             recs = []
     if recs:
         r = recs[0]
-        cmd = r.get("command") or (f"{q(py)} -m pip install --force-reinstall torch=={r.get('torch')} "
-                                   f"--index-url {r.get('index_url')}")
+        cmd = r.get("command") or r.get("pip") or (f"pip install --force-reinstall torch=={r.get('torch')} "
+                                                   f"--index-url {r.get('index_url')}")
         if cmd.startswith("pip "):
             cmd = f"{q(py)} -m {cmd}"
         return Fix(f"Install a torch wheel whose arch list includes {arch} and that your driver {dv.version} runs "
-                   f"(torch {r.get('torch')} {r.get('cu_tag', '')}):", (cmd,), GET_STARTED)
+                   f"(torch {r.get('torch')} {rec_tag(r)}):", (cmd,), GET_STARTED)
     return Fix(f"Install a torch build that includes {arch} (SASS) for this GPU; torch "
                f"{torch_base_version(t.version)} from this index has only {', '.join(t.arch_list) or 'no CUDA archs'}:",
                (f"{q(py)} -c 'import torch; print(torch.cuda.get_arch_list())'",

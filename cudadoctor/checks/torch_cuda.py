@@ -25,21 +25,39 @@ def pip_torch(python: str, version: str, tag: str) -> str:
     return f"{q(python)} -m pip install --force-reinstall {pin} --index-url {INDEX}{tag}"
 
 
+def rec_tag(r: dict) -> str:
+    """The cuXYZ tag of a matrix recommendation row."""
+    return str(r.get("cu_tag") or r.get("cu") or r.get("variant") or "")
+
+
 def suggested_tag(ctx: Context, driver_cuda: str, torch_version: str = "") -> str:
-    """The CUDA wheel variant to suggest for this driver (the matrix knows; else the driver's own CUDA)."""
+    """The CUDA wheel variant to suggest: among this torch release's variants (the matrix), the newest
+    the driver runs (minor-version compatibility within a major), else PyPI's default; without the
+    release in the matrix, the matrix's recommendation for this GPU and driver."""
     m = ctx.matrix
+    drv = major_minor(driver_cuda)
+    variants = []
+    if torch_version and hasattr(m, "torch_variants"):
+        try:
+            variants = [v for v in (m.torch_variants(torch_version) or []) if v.get("role") != "experimental"] or \
+                list(m.torch_variants(torch_version) or [])
+        except Exception:  # noqa: BLE001 - the matrix is best effort here
+            variants = []
+    if variants:
+        runnable = [v for v in variants if drv and major_minor(v.get("cuda")) and major_minor(v.get("cuda"))[0] <= drv[0]]
+        if runnable:
+            return rec_tag(max(runnable, key=lambda v: major_minor(v.get("cuda"))))
+        default = next((v for v in variants if v.get("pypi_default")), variants[-1])
+        return rec_tag(default)
     if hasattr(m, "recommend_torch"):
         dv = driver_view(ctx)
         ccs = [g.cc for g in dv.gpus if g.cc]
         try:
-            recs = m.recommend_torch(ccs[0] if ccs else None, dv.version or None)
-        except Exception:  # noqa: BLE001 - the matrix is best effort here
+            recs = m.recommend_torch(ccs[0] if ccs else None, dv.version or None) or []
+        except Exception:  # noqa: BLE001
             recs = []
-        for r in recs or []:
-            if not torch_version or r.get("torch") == torch_version:
-                return r.get("cu_tag") or r.get("variant") or ""
         if recs:
-            return recs[0].get("cu_tag") or recs[0].get("variant") or ""
+            return rec_tag(recs[0])
     return cu_tag(driver_cuda) if driver_cuda else "cu126"
 
 
@@ -142,7 +160,9 @@ def check_torch_cuda(ctx: Context) -> Outcome:
     tc = major_minor(t.cuda)
     too_old = bool(m) or (drv and tc and tc[0] > drv[0])
     if too_old:
-        tag = cu_tag(dv.cuda) if dv.cuda else ""
+        tag = suggested_tag(ctx, dv.cuda, torch_base_version(t.version)) if dv.cuda else ""
+        if tag and drv and tag[2:-1].isdigit() and int(tag[2:-1]) > drv[0]:
+            tag = ""  # this release has no variant the driver runs
         need = ""
         if hasattr(ctx.matrix, "min_driver") and t.cuda:
             try:
