@@ -1,0 +1,160 @@
+"""`cudadoctor bench`: is this GPU as fast as it should be, and is the workload launch-bound?"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import typer
+
+STATUS_GLYPH = {"ok": ("✓", "green"), "warn": ("!", "yellow"), "fail": ("✗", "red"), "skip": ("–", "dim"),
+                "error": ("✗", "red")}
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("bench")
+    def bench(
+        quick: bool = typer.Option(False, "--quick", help="Smaller sizes, fewer repetitions: a few seconds."),
+        json_out: bool = typer.Option(False, "--json", help="Print the figures as JSON on stdout."),
+        python: Optional[str] = typer.Option(None, "--python", metavar="PATH",
+                                             help="Interpreter whose torch runs the measurements (default: this one)."),
+        device: int = typer.Option(0, "--device", metavar="N", help="CUDA device index, as torch numbers it."),
+        timeout: Optional[float] = typer.Option(None, "--timeout", metavar="S",
+                                                help="Seconds allowed per measurement child (default 90 quick, 240)."),
+    ) -> None:
+        """Measure launch cost (eager vs CUDA graph), copy bandwidth and matmul rates, next to what this GPU
+        should reach, with likely causes for figures far below. Exit 0: measured (warnings allowed), 1: a
+        measurement failed or gave wrong results, 2: usage error."""
+        from cudadoctor.cli import fail_usage
+
+        if python is not None and not (os.path.isfile(python) and os.access(python, os.X_OK)):
+            raise fail_usage(f"--python {python}: no executable file there")
+        if device < 0:
+            raise fail_usage("--device must be 0 or more")
+        if timeout is not None and timeout <= 0:
+            raise fail_usage("--timeout must be a positive number of seconds")
+        from cudadoctor.bench.runner import BenchOptions, run_bench
+        from cudadoctor.system.host import HostSystem
+
+        system = HostSystem()
+        opts = BenchOptions(quick=quick, python=python, device=device, timeout_s=timeout)
+        result = _with_progress(system, opts, json_out)
+        if json_out:
+            import json
+
+            typer.echo(json.dumps(result.to_dict(), indent=2))
+        else:
+            render(result)
+        raise typer.Exit(1 if result.status.value in ("fail", "error") else 0)
+
+
+def _with_progress(system, opts, json_out: bool):
+    """Run the bench with a live progress display on stderr (only when stderr is a terminal)."""
+    import sys
+
+    from cudadoctor.bench.runner import run_bench
+
+    if not sys.stderr.isatty():
+        return run_bench(system, opts)
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from cudadoctor.bench import judge
+    from cudadoctor.paths import cache_dir
+
+    console = Console(stderr=True)
+    try:
+        opts.progress_dir = str(cache_dir() / "bench")
+    except Exception:  # noqa: BLE001 - no cache dir: a spinner without per-step lines
+        opts.progress_dir = None
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(), console=console,
+                  transient=True) as progress:
+        task = progress.add_task("starting the measurement child (import torch)…", total=None)
+
+        def on_record(rec: dict) -> None:
+            st = rec.get("stage")
+            if st == "device":
+                progress.console.print(f"[dim]device {rec.get('index')}: {rec.get('name')} "
+                                       f"(cc {rec.get('capability')})[/dim]")
+            elif st == "begin":
+                progress.update(task, description=f"measuring {rec.get('id', '').replace('_', ' ')}…")
+            elif st == "measure" and rec.get("id") in judge.FIGURES:
+                fid = rec["id"]
+                label, unit, _ = judge.FIGURES[fid]
+                val = judge.value_of(fid, rec)
+                if fid == "launch":
+                    progress.console.print(f"  {label}: {judge.fmt_value(val, unit)}, CUDA graph "
+                                           f"{judge.fmt_value(rec.get('graph_us'), unit)} per kernel")
+                else:
+                    progress.console.print(f"  {label}: {judge.fmt_value(val, unit)}")
+            elif st == "error":
+                progress.console.print(f"  [red]{rec.get('id')}: {rec.get('error')}[/red]")
+
+        opts.progress = on_record
+        return run_bench(system, opts)
+
+
+def render(result) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from cudadoctor.bench.judge import fmt_ratio, fmt_value
+
+    console = Console()
+    head = f"cudadoctor bench{' --quick' if result.quick else ''} · {result.device_name or 'no GPU'}"
+    if result.capability:
+        head += f" (cc {result.capability})"
+    head += f" · through {'torch' if result.backend == 'torch' else 'the CUDA driver API'} · {result.python}"
+    console.print(head, highlight=False)
+    if result.peaks is not None:
+        p = result.peaks
+        console.print(f"[dim]expected: {p.model} datasheet ({p.confidence}) {p.source}[/dim]", highlight=False)
+    t = Table(box=None, pad_edge=False, show_edge=False)
+    for col, just in (("", "left"), ("measurement", "left"), ("measured", "right"), ("expected peak", "right"),
+                      ("ratio", "right"), ("typical", "right"), ("", "left")):
+        t.add_column(col, justify=just)
+    for f in result.figures:
+        glyph, colour = STATUS_GLYPH[f.status.value]
+        if f.id == "launch" and f.value is not None:
+            measured = fmt_value(f.value, f.unit)
+            expected = f"graph {fmt_value(f.extra.get('graph_us'), f.unit)}"
+            ratio = f"{f.extra.get('eager_over_graph') or 0:.1f}×"
+            typical = ""
+            note = "launch-bound for small kernels" if f.extra.get("launch_bound") else ""
+        else:
+            measured = fmt_value(f.value, f.unit) if f.value is not None else ""
+            expected = fmt_value(f.expected, f.unit) if f.expected else ""
+            ratio = fmt_ratio(f.ratio) if f.ratio is not None else ""
+            typical = fmt_ratio(f.typical) if f.typical and f.ratio is not None else ""
+            note = {"skip": "not measured", "fail": "failed", "error": "failed"}.get(f.status.value, "")
+            if f.checked is False:
+                note = "wrong result"
+        t.add_row(f"[{colour}]{glyph}[/{colour}]", f.label, measured, expected, ratio, typical, note)
+    if any(f.value is not None for f in result.figures):
+        console.print(t)
+    for f in result.figures:
+        if f.advice:
+            console.print(f"\n[bold]launch:[/bold] {f.advice}", highlight=False)
+    for f in result.figures:
+        if f.status.value in ("warn", "fail") and (f.causes or f.error):
+            glyph, colour = STATUS_GLYPH[f.status.value]
+            console.print(f"\n[{colour}]{glyph}[/{colour}] {f.label}: {f.summary}", highlight=False)
+            for c in f.causes:
+                console.print(f"    likely: {c.text}", highlight=False)
+                for cmd in c.commands:
+                    console.print(f"      [cyan]{cmd}[/cyan]", highlight=False)
+    if result.stop_reason:
+        console.print(f"\n[red]✗[/red] {result.stop_reason}", highlight=False)
+    why: list = []
+    for f in result.figures:
+        if f.value is None and f.status.value in ("skip", "fail", "error") and f.summary not in why \
+                and not f.summary.startswith(("not reached", "not measured")):
+            why.append(f.summary)
+    for w in why:
+        console.print(f"[dim]not measured: {w}[/dim]", highlight=False)
+    for n in result.notes:
+        console.print(f"[dim]note: {n}[/dim]", highlight=False)
+    if result.nvml_error:
+        console.print(f"[dim]note: NVML unavailable ({result.nvml_error}): no causes from clocks, link or "
+                      "power[/dim]", highlight=False)
+    console.print(f"[dim]{result.elapsed_s:.1f} s[/dim]")
