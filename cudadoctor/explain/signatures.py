@@ -1,0 +1,133 @@
+"""The signature data: one TOML file per signature in this package's signatures/ folder."""
+
+from __future__ import annotations
+
+import functools
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+SIGNATURE_DIR = Path(__file__).resolve().parent / "signatures"
+
+
+class SignatureError(ValueError):
+    """A signature file is malformed (a bug in the shipped data)."""
+
+
+@dataclass(frozen=True)
+class Pattern:
+    contains: tuple  # lowercase substrings; a line with one of them is a candidate
+    regex: "re.Pattern | None" = None  # must match that line (case-insensitive)
+    capture: "re.Pattern | None" = None  # only extracts named groups; never rejects a line
+    weight: float = 0.9
+    context: tuple = ()  # one of these must appear anywhere in the input
+
+
+@dataclass(frozen=True)
+class Signature:
+    id: str
+    title: str
+    layer: str
+    priority: int
+    meaning: str
+    causes: tuple
+    confirm: tuple
+    fixes: tuple
+    docs: tuple
+    related_checks: tuple
+    facts: tuple
+    patterns: tuple
+    explains: tuple = ()
+    keep_before: bool = False  # keep the text before the first hit (tracebacks name the binary)
+    source: str = ""
+
+    def keywords(self) -> set:
+        words = set(re.findall(r"[a-z0-9_]{3,}", (self.title + " " + " ".join(
+            c for p in self.patterns for c in p.contains)).lower()))
+        return words - _STOP
+
+
+_STOP = {"the", "and", "for", "was", "with", "this", "not", "are", "from", "that", "your", "error", "cuda"}
+
+_REQUIRED = ("id", "title", "layer", "priority", "meaning", "causes", "confirm", "fixes")
+
+
+def _tuple_of_str(d: dict, key: str, where: str) -> tuple:
+    v = d.get(key, [])
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        raise SignatureError(f"{where}: {key} must be a list of strings")
+    return tuple(v)
+
+
+def parse(data: dict, where: str = "<data>") -> Signature:
+    for k in _REQUIRED:
+        if k not in data:
+            raise SignatureError(f"{where}: missing {k!r}")
+    pats = []
+    for i, p in enumerate(data.get("pattern", [])):
+        pw = f"{where} pattern {i + 1}"
+        contains = tuple(s.lower() for s in _tuple_of_str(p, "contains", pw))
+        if not contains or any(not s.strip() for s in contains):
+            raise SignatureError(f"{pw}: needs at least one non-empty 'contains' substring")
+        if not all(s.isascii() for s in contains + tuple(p.get("context", []))):
+            raise SignatureError(f"{pw}: 'contains' and 'context' must be ASCII (the scan is byte-wise)")
+        rx = p.get("regex")
+        try:
+            compiled = re.compile(rx, re.IGNORECASE) if rx else None
+        except re.error as e:
+            raise SignatureError(f"{pw}: bad regex: {e}") from e
+        cap = p.get("capture")
+        try:
+            cap_rx = re.compile(cap, re.IGNORECASE) if cap else None
+        except re.error as e:
+            raise SignatureError(f"{pw}: bad capture regex: {e}") from e
+        w = float(p.get("weight", 0.9))
+        if not 0 < w <= 1:
+            raise SignatureError(f"{pw}: weight must be in (0, 1]")
+        pats.append(Pattern(contains, compiled, cap_rx, w, tuple(s.lower() for s in _tuple_of_str(p, "context", pw))))
+    if not pats:
+        raise SignatureError(f"{where}: no [[pattern]]")
+    return Signature(
+        id=data["id"], title=data["title"], layer=data["layer"], priority=int(data["priority"]),
+        meaning=data["meaning"].strip(), causes=_tuple_of_str(data, "causes", where),
+        confirm=_tuple_of_str(data, "confirm", where), fixes=_tuple_of_str(data, "fixes", where),
+        docs=_tuple_of_str(data, "docs", where), related_checks=_tuple_of_str(data, "related_checks", where),
+        facts=_tuple_of_str(data, "facts", where), patterns=tuple(pats),
+        explains=_tuple_of_str(data, "explains", where), keep_before=bool(data.get("keep_before", False)),
+        source=where,
+    )
+
+
+def load_dir(folder: Path) -> tuple:
+    sigs = []
+    for path in sorted(folder.glob("*.toml")):
+        with open(path, "rb") as f:
+            try:
+                data = tomllib.load(f)
+            except tomllib.TOMLDecodeError as e:
+                raise SignatureError(f"{path.name}: {e}") from e
+        sig = parse(data, path.name)
+        if path.stem != sig.id:
+            raise SignatureError(f"{path.name}: file name must be the id ({sig.id}.toml)")
+        sigs.append(sig)
+    ids = [s.id for s in sigs]
+    dup = {i for i in ids if ids.count(i) > 1}
+    if dup:
+        raise SignatureError(f"duplicate signature ids: {sorted(dup)}")
+    for s in sigs:
+        unknown = [e for e in s.explains if e not in ids]
+        if unknown:
+            raise SignatureError(f"{s.source}: explains unknown ids {unknown}")
+    return tuple(sigs)
+
+
+@functools.lru_cache(maxsize=1)
+def load() -> tuple:
+    """Every shipped signature, in file-name order."""
+    return load_dir(SIGNATURE_DIR)

@@ -1,0 +1,82 @@
+"""Personalisation from facts (typed facts built in the test; no machine needed)."""
+
+from __future__ import annotations
+
+from cudadoctor.explain import personal, rank, scan, signatures
+from cudadoctor.facts.types import EnvInfo, NvmlGpu, NvmlInfo, NvccInstall, ToolkitInfo, TorchInfo
+from cudadoctor.model import Fact
+
+SIGS = signatures.load()
+SC = scan.Scanner(SIGS)
+
+
+def match_of(text: str, sid: str):
+    return next(m for m in rank.matches(SIGS, SC.scan_text(text)) if m.id == sid)
+
+
+def nvml(cc: str, name: str = "NVIDIA GeForce RTX 5090", driver: str = "570.133.07", cuda: str = "12.8"):
+    return Fact.found(NvmlInfo(driver_version=driver, cuda_driver_version=cuda, device_count=1,
+                               gpus=[NvmlGpu(index=0, name=name, compute_capability=cc)]))
+
+
+def torch(version: str, cuda, archs: list, python: str = "/venv/bin/python"):
+    return Fact.found(TorchInfo(python=python, installed=True, version=version, cuda=cuda, arch_list=archs))
+
+
+OLD_ARCHS = ["sm_50", "sm_60", "sm_70", "sm_75", "sm_80", "sm_86", "sm_90"]
+
+
+def test_facts_needed_only_for_strong_matches_and_torch_only_when_needed():
+    oom = rank.matches(SIGS, SC.scan_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB\n"))
+    assert "torch" not in personal.facts_needed(oom)
+    arch = rank.matches(SIGS, SC.scan_text("sm_120 is not compatible with the current PyTorch installation\n"))
+    assert "torch" in personal.facts_needed(arch)
+
+
+def test_arch_unsupported_names_gpu_and_a_wheel_that_has_it():
+    m = match_of("NVIDIA GeForce RTX 5090 with CUDA capability sm_120 is not compatible with the current "
+                 "PyTorch installation.\n", "torch-arch-unsupported")
+    facts = {"nvml": nvml("12.0"), "torch": torch("2.6.0+cu124", "12.4", OLD_ARCHS)}
+    p = personal.personalise(m, facts, personal.load_matrix())
+    assert any("12.0" in n for n in p.notes)
+    assert p.commands and p.commands[0].startswith("/venv/bin/python -m pip install")
+    assert "download.pytorch.org/whl/cu12" in p.commands[0] or "download.pytorch.org/whl/cu13" in p.commands[0]
+
+
+def test_no_kernel_image_in_extension_names_the_binary():
+    text = ('Traceback (most recent call last):\n  File "/opt/v/lib/python3.11/site-packages/flash_attn/'
+            'flash_attn_interface.py", line 90, in _flash_attn_forward\n'
+            "RuntimeError: CUDA error: no kernel image is available for execution on the device\n")
+    m = match_of(text, "no-kernel-image")
+    facts = {"nvml": nvml("8.6", "NVIDIA GeForce RTX 3090"), "torch": torch("2.8.0+cu128", "12.8", OLD_ARCHS + ["sm_100", "sm_120"])}
+    p = personal.personalise(m, facts, personal.load_matrix())
+    assert any("flash_attn" in n for n in p.notes)
+    assert any(c.startswith('TORCH_CUDA_ARCH_LIST="8.6"') and c.endswith("flash_attn") for c in p.commands)
+
+
+def test_toolkit_mismatch_points_cuda_home_at_matching_toolkit():
+    m = match_of("The detected CUDA version (11.8) mismatches the version that was used to compile\n",
+                 "nvcc-torch-mismatch")
+    tk = ToolkitInfo(installs=[NvccInstall(nvcc="/usr/local/cuda-11.8/bin/nvcc", root="/usr/local/cuda-11.8", version="11.8"),
+                               NvccInstall(nvcc="/usr/local/cuda-12.4/bin/nvcc", root="/usr/local/cuda-12.4", version="12.4")])
+    facts = {"toolkit": Fact.found(tk), "torch": torch("2.5.1+cu124", "12.4", OLD_ARCHS), "env": Fact.found(EnvInfo())}
+    p = personal.personalise(m, facts, personal.load_matrix())
+    assert p.commands == ["export CUDA_HOME=/usr/local/cuda-12.4 PATH=/usr/local/cuda-12.4/bin:$PATH"]
+
+
+def test_stub_library_on_ld_library_path_is_removed():
+    m = match_of("CUDA driver is a stub library\n", "cuda-stub-library")
+    env = EnvInfo(vars={"LD_LIBRARY_PATH": "/usr/local/cuda/lib64/stubs:/opt/lib"})
+    p = personal.personalise(m, {"env": Fact.found(env)}, None)
+    assert p.commands == ["export LD_LIBRARY_PATH=/opt/lib"]
+
+
+def test_missing_facts_never_raise():
+    for m in rank.matches(SIGS, SC.scan_text("\n".join(
+            ["no kernel image is available", "Torch not compiled with CUDA enabled", "invalid device ordinal",
+             "Driver/library version mismatch", "CUDA_HOME environment variable is not set",
+             "system not yet initialized", "CUDA out of memory", "/usr/lib/wsl/lib/libcuda.so.1 is not a symbolic link",
+             "The NVIDIA driver on your system is too old (found version 11040)"]))):
+        for facts in ({}, {"torch": Fact.failed("torch", "boom"), "nvml": Fact.timeout("nvml")}):
+            p = personal.personalise(m, facts, personal.load_matrix())
+            assert not any("could not personalise" in n for n in p.notes), (m.id, p.notes)

@@ -1,0 +1,85 @@
+"""The signature data: well-formed, complete, and safe to run on hostile input."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from cudadoctor.explain import signatures
+from cudadoctor.explain.scan import WINDOW
+from cudadoctor.facts import registry
+
+REQUIRED_IDS = {
+    "no-kernel-image", "torch-arch-unsupported", "driver-too-old", "torch-cpu-only", "no-driver-or-device",
+    "nvml-driver-mismatch", "nvcc-torch-mismatch", "missing-shared-library", "cuda-home-missing",
+    "nvcc-unsupported-arch", "host-compiler-unsupported", "ptx-toolchain-too-new", "out-of-memory",
+    "illegal-memory-access", "cublas-cudnn-status", "visible-devices", "wsl", "profiler-permission", "nccl",
+    "undefined-symbol", "device-lost", "driver-install", "launch-timeout",
+    # extras users need
+    "fabric-manager", "forward-compat", "system-driver-mismatch", "nvml-unknown-error",
+    "cudnn-version-mismatch", "cuda-stub-library",
+}
+SIGS = signatures.load()
+
+
+def test_all_required_ids_present():
+    assert REQUIRED_IDS <= {s.id for s in SIGS}
+
+
+@pytest.mark.parametrize("sig", SIGS, ids=lambda s: s.id)
+def test_signature_complete(sig):
+    assert sig.title and sig.meaning and sig.causes and sig.confirm and sig.fixes and sig.docs
+    assert 0 <= sig.priority <= 100
+    known = set(registry.load_all())
+    assert set(sig.facts) <= known, set(sig.facts) - known
+    for d in sig.docs:
+        assert d.startswith("https://")
+
+
+def test_root_causes_outrank_symptoms():
+    p = {s.id: s.priority for s in SIGS}
+    assert p["torch-arch-unsupported"] > p["no-kernel-image"]
+    assert p["driver-install"] > p["no-driver-or-device"]
+    assert p["out-of-memory"] > p["cublas-cudnn-status"]
+
+
+@pytest.mark.parametrize("sig", SIGS, ids=lambda s: s.id)
+def test_regexes_fast_on_hostile_windows(sig):
+    hostile = ["a" * (2 * WINDOW), "xid " * 500, "(" * 2000, "compiled against " + "1, " * 600,
+               "\u00ff" * 2000, " " * 2000 + "!", "sm_" + "9" * 2000]
+    for pat in sig.patterns:
+        for rx in (pat.regex, pat.capture):
+            if rx is None:
+                continue
+            t0 = time.perf_counter()
+            for h in hostile:
+                rx.search(h)
+            assert time.perf_counter() - t0 < 0.2, rx.pattern
+
+
+@pytest.mark.parametrize("bad,err", [
+    ({"title": "t"}, "missing"),
+    ({"pattern": [{"contains": ["x"], "regex": "("}]}, "bad regex"),
+    ({"pattern": [{"contains": []}]}, "contains"),
+    ({"pattern": [{"contains": ["ü"]}]}, "ASCII"),
+    ({"pattern": [{"contains": ["x"], "weight": 2}]}, "weight"),
+    ({"pattern": []}, "no \\[\\[pattern"),
+])
+def test_bad_data_is_rejected(bad, err):
+    base = {"id": "x", "title": "t", "layer": "l", "priority": 1, "meaning": "m", "causes": ["c"],
+            "confirm": ["c"], "fixes": ["f"], "pattern": [{"contains": ["x"]}]}
+    if "title" in bad and len(bad) == 1:
+        base.pop("meaning")
+    else:
+        base.update(bad)
+    with pytest.raises(signatures.SignatureError, match=err):
+        signatures.parse(base, "x.toml")
+
+
+def test_file_name_must_be_id(tmp_path):
+    (tmp_path / "other.toml").write_text(
+        'id = "x"\ntitle = "t"\nlayer = "l"\npriority = 1\nmeaning = "m"\ncauses = ["c"]\nconfirm = ["c"]\n'
+        'fixes = ["f"]\n[[pattern]]\ncontains = ["x"]\n')
+    with pytest.raises(signatures.SignatureError, match="file name"):
+        signatures.load_dir(tmp_path)
