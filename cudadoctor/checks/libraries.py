@@ -1,0 +1,225 @@
+"""Step 60: which copy of each CUDA library is really loaded, from where, and why."""
+
+from __future__ import annotations
+
+from cudadoctor.checks.common import q
+from cudadoctor.checks.registry import Context, Outcome, step
+from cudadoctor.facts import libs as L
+from cudadoctor.model import Finding, Fix, Status
+
+NAMES = {"libcuda": "libcuda (driver)", "libcudart": "CUDA runtime", "libcublas": "cuBLAS", "libcublasLt": "cuBLASLt",
+         "libcudnn": "cuDNN", "libnccl": "NCCL", "libnvrtc": "NVRTC", "libnvJitLink": "nvJitLink",
+         "libcusparse": "cuSPARSE", "libcufft": "cuFFT", "libcurand": "cuRAND", "libcusolver": "cuSOLVER",
+         "libcupti": "CUPTI", "libnvidia-ml": "NVML"}
+#: soname prefix -> the pip wheel that ships it, per CUDA major (cu12 wheels carry a -cu12 suffix)
+WHEELS = {"libcudart": "nvidia-cuda-runtime", "libcublas": "nvidia-cublas", "libcublasLt": "nvidia-cublas",
+          "libcudnn": "nvidia-cudnn", "libnccl": "nvidia-nccl", "libnvrtc": "nvidia-cuda-nvrtc",
+          "libnvJitLink": "nvidia-nvjitlink", "libcusparse": "nvidia-cusparse", "libcufft": "nvidia-cufft",
+          "libcurand": "nvidia-curand", "libcusolver": "nvidia-cusolver", "libcupti": "nvidia-cuda-cupti"}
+DOCS_LOADER = "https://man7.org/linux/man-pages/man8/ld.so.8.html"
+
+
+def wheel_for(soname: str, cuda_major: str) -> str:
+    """The pip wheel that ships `soname` for torch's CUDA major (cu13 wheels dropped the -cu suffix)."""
+    fam = L.family_of(soname)
+    base = WHEELS.get(fam)
+    if not base:
+        return ""
+    major = cuda_major or L.file_version(soname).split(".")[0]
+    if fam in ("libcudnn", "libnccl"):
+        return f"{base}-cu{major or '12'}"
+    return f"{base}-cu{major}" if major and major.isdigit() and int(major) <= 12 else base
+
+
+def _where(lf) -> str:
+    detail = f" ({lf.origin_detail})" if lf.origin_detail and lf.origin == L.PIP else ""
+    return f"{lf.realpath or lf.path} [{lf.origin}{detail}]"
+
+
+def _vkey(v: str) -> tuple:
+    return tuple(int(x) for x in v.split(".") if x.isdigit())
+
+
+def ld_without(entries: list, drop: set) -> str:
+    keep = [e for e in entries if e not in drop]
+    return f"export LD_LIBRARY_PATH={q(':'.join(keep))}" if keep else "unset LD_LIBRARY_PATH"
+
+
+def _python(ctx: Context) -> str:
+    t = ctx.fact("torch")
+    return (t.value.python if t.value is not None and t.value.python else "python")
+
+
+@step("libraries", "libraries loaded", order=60,
+      facts=("libs", "torch", "kernel_module", "userspace_driver", "platform", "ldconfig"))
+def check_libraries(ctx: Context) -> Outcome:
+    """Which copy of libcudart, cuBLAS, cuDNN, NCCL ... is really loaded, from where, and why."""
+    f = ctx.fact("libs")
+    findings: list = []
+    if f.value is None:
+        st = Status.SKIP if f.state.value in ("not_found", "not_applicable") else Status.WARN
+        return Outcome(f"cannot list libraries: {f.error or f.state.value}",
+                       [Finding("libs.unknown", st, f"cannot list the CUDA libraries: {f.error or f.state.value}",
+                                evidence={f.source or "libs": f.state.value})])
+    info = f.value
+    if not info.loaded and not info.missing and not info.undefined_symbols:
+        return Outcome("no CUDA library found", [Finding(
+            "libs.none", Status.SKIP, "no CUDA library is loaded or can be found (no driver, no CUDA build of torch)",
+            evidence={f.source or "libs": f.error or "nothing found"})], Status.SKIP)
+    method = {"maps": "loaded by torch (memory maps after CUDA init)",
+              "ldd": "resolved by ldd on torch's libraries (torch did not initialise CUDA)",
+              "loader-search": "resolved as the loader would (torch loaded none)"}.get(info.method, info.method)
+
+    # 1. the toolkit's stub libcuda
+    stubs = [x for x in info.loaded if x.family == "libcuda" and x.origin == L.STUB]
+    if stubs:
+        s = stubs[0]
+        drop = {e for e in info.ld_library_path if "/stubs" in e or s.via == f"LD_LIBRARY_PATH entry {e}"}
+        cmds = [ld_without(info.ld_library_path, drop)] if drop else [f"ls -l {q(s.path)}"]
+        findings.append(Finding(
+            "libs.stub-libcuda", Status.FAIL, f"the CUDA toolkit's stub libcuda is loaded: {s.realpath}",
+            detail="The stub in lib64/stubs exists only for linking; loaded at run time every CUDA call fails "
+                   "with CUDA error 34 (cudaErrorStubLibrary: 'CUDA driver is a stub library'). "
+                   + (f"It comes from {s.via}." if s.via else ""),
+            fix=Fix("Take the stubs folder out of LD_LIBRARY_PATH so the driver's libcuda.so.1 is found.",
+                    tuple(cmds), DOCS_LOADER),
+            evidence={"loaded": s.realpath, "via": s.via, "LD_LIBRARY_PATH": ":".join(info.ld_library_path)},
+            affects="every CUDA program"))
+
+    # 2. missing libraries / undefined symbols
+    if info.missing:
+        py = _python(ctx)
+        wheels = sorted({w for w in (wheel_for(so, _cuda_major(ctx)) for so in info.missing) if w})
+        cmds = [f"{q(py)} -m pip install --force-reinstall --no-deps {' '.join(sorted(set(wheels)))}"] if wheels else []
+        cmds.append(f"{q(py)} -m pip install --force-reinstall torch  # or reinstall the same build of torch")
+        findings.append(Finding(
+            "libs.missing", Status.FAIL, f"cannot be found: {', '.join(info.missing)}",
+            detail=f"Seen in {info.missing_from or 'the loader'}: the loader finds no file with that name in "
+                   "LD_LIBRARY_PATH, torch's RUNPATH (the pip nvidia-* wheels), or the ldconfig cache.",
+            fix=Fix("Install the pip wheel that ships it (torch's own dependency), or reinstall torch with its "
+                    "dependencies.", tuple(cmds), DOCS_LOADER),
+            evidence={"missing": info.missing, "seen in": info.missing_from}, affects="import torch"))
+    if info.undefined_symbols:
+        drop = {e for e in info.ld_library_path}
+        findings.append(Finding(
+            "libs.undefined-symbol", Status.FAIL,
+            f"undefined symbol {info.undefined_symbols[0]} when importing torch",
+            detail="A library was found, but an older or different copy than the one torch was built with: "
+                   "usually an LD_LIBRARY_PATH entry shadows the pip nvidia-* wheels (e.g. an older "
+                   "libnvJitLink next to a newer libcusparse).",
+            fix=Fix("Run once without LD_LIBRARY_PATH; if that works, remove the toolkit folder from it.",
+                    (f"env -u LD_LIBRARY_PATH {q(_python(ctx))} -c 'import torch; print(torch.cuda.is_available())'",
+                     ld_without(info.ld_library_path, drop)), DOCS_LOADER),
+            evidence={"symbols": info.undefined_symbols, "LD_LIBRARY_PATH": ":".join(info.ld_library_path)},
+            affects="import torch"))
+
+    # 3. loaded twice (two different files of one library mapped in the same process)
+    if info.method == "maps":
+        by_family: dict = {}
+        for lf in info.loaded:
+            by_family.setdefault(lf.family, []).append(lf)
+        for fam, lst in sorted(by_family.items()):
+            reals = {x.realpath for x in lst}
+            majors = {x.version.split(".")[0] for x in lst if x.version}
+            if len(reals) > 1 and len(majors) <= 1 and fam != "libcuda":
+                findings.append(Finding(
+                    "libs.loaded-twice", Status.WARN,
+                    f"two copies of {NAMES.get(fam, fam)} are loaded at once: "
+                    + ", ".join(f"{x.version or '?'} from {x.realpath}" for x in lst),
+                    detail="Two files of the same library in one process: symbols resolve to whichever loaded "
+                           "first, so calls can mix versions (crashes, CUBLAS_STATUS_NOT_INITIALIZED, wrong cuDNN).",
+                    fix=Fix("Let torch load its own copies: remove the other folder from LD_LIBRARY_PATH "
+                            "(or stop preloading it).",
+                            (ld_without(info.ld_library_path,
+                                        {e for e in info.ld_library_path
+                                         if any(x.realpath.startswith(e.rstrip('/') + '/') for x in lst)}),),
+                            DOCS_LOADER),
+                    evidence={x.realpath: x.version for x in lst}, affects="torch"))
+
+    # 4. an LD_LIBRARY_PATH entry wins over a pip wheel that torch ships
+    shadow = []
+    for lf in info.loaded:
+        if not lf.via.startswith("LD_LIBRARY_PATH") or lf.origin in (L.PIP, L.TORCH_LIB, L.WSL) \
+                or lf.family in ("libcuda", "libnvidia-ml", "libnvidia-ptxjitcompiler", "libnvidia-nvvm"):
+            continue
+        pips = [c for c in info.copies_of(lf.family) if c.origin == L.PIP and c.realpath != lf.realpath]
+        if pips:
+            shadow.append((lf, pips[0]))
+    if shadow:
+        entries = sorted({lf.via.split("entry ", 1)[-1] for lf, _ in shadow})
+        worse = any(_vkey(lf.version) < _vkey(p.version) for lf, p in shadow if lf.version and p.version)
+        findings.append(Finding(
+            "libs.ld-library-path-shadows-wheels", Status.WARN,
+            "LD_LIBRARY_PATH shadows torch's pip libraries: "
+            + ", ".join(f"{NAMES.get(lf.family, lf.family)} {lf.version or '?'} from {lf.realpath} instead of "
+                        f"{p.version or '?'} ({p.origin_detail})" for lf, p in shadow),
+            detail="LD_LIBRARY_PATH is searched before torch's RUNPATH, so these folders win over the nvidia-* "
+                   "wheels torch was built against. "
+                   + ("An older copy wins: expect 'undefined symbol: __nvJitLink…' or similar at import or "
+                      "first use." if worse else "The versions match today; the next toolkit or wheel update breaks it."),
+            fix=Fix("Remove these entries from LD_LIBRARY_PATH when running torch.",
+                    (ld_without(info.ld_library_path, set(entries)),), DOCS_LOADER),
+            evidence={lf.realpath: f"{lf.via}; wheel copy {p.realpath}" for lf, p in shadow}, affects="torch"))
+
+    # 5. kernel module vs user-space driver
+    km, ud, plat = ctx.fact("kernel_module"), ctx.fact("userspace_driver"), ctx.fact("platform")
+    is_wsl = plat.value is not None and plat.value.is_wsl
+    if km.ok and km.value.version and not is_wsl:
+        libcuda = next((x for x in info.loaded if x.family == "libcuda" and x.origin != L.STUB), None)
+        user_v = (libcuda.version if libcuda and libcuda.version.count(".") >= 1 else "") or (
+            ud.value.libcuda_version if ud.value is not None else "")
+        nvml_v = ud.value.libnvidia_ml_version if ud.value is not None else ""
+        bad = [(n, v) for n, v in (("libcuda", user_v), ("libnvidia-ml", nvml_v))
+               if v and v.count(".") >= 1 and v != km.value.version]
+        if bad:
+            findings.append(Finding(
+                "libs.driver-mismatch", Status.FAIL,
+                f"kernel module {km.value.version} ≠ user-space " + ", ".join(f"{n} {v}" for n, v in bad),
+                detail="The loaded kernel module and the driver's user-space libraries come from different driver "
+                       "installs (usually an upgrade without a reboot): NVML says 'Driver/library version "
+                       "mismatch' and cuInit fails.",
+                fix=Fix("Reboot so the new kernel module loads (or reinstall the driver so both match).",
+                        ("cat /proc/driver/nvidia/version", "sudo reboot"),
+                        "https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/"),
+                evidence={"/proc/driver/nvidia/version": km.value.version, **{n: v for n, v in bad}},
+                affects="every CUDA program"))
+
+    # 6. the OK picture: what is loaded, and the system copies that are not used
+    key = [x for x in info.loaded if x.family in ("libcudart", "libcublas", "libcudnn", "libnccl", "libcuda",
+                                                    "libnvJitLink", "libnvrtc")]
+    parts = [f"{NAMES.get(x.family, x.family)} {x.version or '?'} ({x.origin})" for x in key]
+    findings.append(Finding(
+        "libs.loaded", Status.OK, f"{len(info.loaded)} CUDA libraries {method}",
+        detail="; ".join(parts),
+        evidence={x.path: f"{x.version} {x.origin} {x.origin_detail} via {x.via or 'default'}".strip()
+                  for x in info.loaded}))
+    for fam in ("libcudnn", "libcudart", "libcublas", "libnccl"):
+        used = [x for x in info.loaded if x.family == fam and x.origin != L.STUB]
+        if not used:
+            continue
+        u = used[0]
+        others = [c for c in info.copies_of(fam) if c.realpath != u.realpath and c.version.count(".") >= 1
+                  and u.version.count(".") >= 1 and _vkey(c.version)[:2] != _vkey(u.version)[:2]]
+        if others:
+            findings.append(Finding(
+                f"libs.copies.{fam[3:].lower()}", Status.OK,
+                f"{NAMES.get(fam, fam)} {u.version} is the one in use ({u.origin}"
+                + (f" {u.origin_detail}" if u.origin == L.PIP else "") + "); not used: "
+                + ", ".join(f"{c.version} at {c.realpath}" for c in others),
+                detail="Tools that scan the disk (collect_env's 'Probably one of the following', ldconfig -p) "
+                       "name the unused copies; this is the copy the process actually maps.",
+                evidence={"in use": _where(u), **{c.realpath: c.version for c in others}}))
+    bad = [x for x in findings if x.status in (Status.FAIL, Status.WARN)]
+    if bad:
+        summary = bad[0].summary
+    else:
+        cud = next((x for x in info.loaded if x.family == "libcudnn"), None)
+        summary = f"{len(info.loaded)} CUDA libraries" + (
+            f"; cuDNN {cud.version} from {cud.origin_detail or cud.origin}" if cud else "")
+    return Outcome(summary, findings)
+
+
+def _cuda_major(ctx: Context) -> str:
+    t = ctx.fact("torch")
+    c = t.value.cuda if t.value is not None else ""
+    return (c or "").split(".")[0]
