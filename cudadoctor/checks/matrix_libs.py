@@ -1,0 +1,161 @@
+"""Matrix checks: the cuDNN torch loaded vs torch's CUDA and the GPU; the host gcc vs each nvcc."""
+
+from __future__ import annotations
+
+from cudadoctor.checks.common import driver_view
+from cudadoctor.checks.matrix_driver import DRIVER_FACTS, _gpu_ccs, _typed
+from cudadoctor.checks.registry import Context, Outcome, step
+from cudadoctor.compat import cc_str
+from cudadoctor.facts.compiler import CompilerInfo
+from cudadoctor.matrix.advice import TORCH_DOCS, torch_fix_commands
+from cudadoctor.matrix.versions import cc_key, cudnn_from_int, major_minor
+from cudadoctor.facts.types import NvccInstall, ToolkitInfo, TorchInfo
+from cudadoctor.model import Finding, Fix, Status
+
+
+@step("matrix.cudnn", "cuDNN vs torch's CUDA and the GPU", 84, facts=DRIVER_FACTS + ("torch",))
+def check_cudnn(ctx: Context) -> Outcome:
+    """Is the cuDNN torch loaded built for torch's CUDA, the one the wheel expects, and has it kernels for the GPU?"""
+    t = _typed(ctx.fact("torch"), TorchInfo)
+    if not t.ok or not t.value.installed or not t.value.cuda:
+        return Outcome("no CUDA build of torch", [Finding("matrix.cudnn.no-torch-cuda", Status.SKIP,
+                                                          "torch with CUDA is not installed")])
+    tv = t.value
+    loaded = cudnn_from_int(tv.cudnn_version)
+    if not loaded:
+        return Outcome("torch reported no cuDNN", [Finding("matrix.cudnn.not-loaded", Status.SKIP,
+                                                           "torch did not report a cuDNN version")])
+    m = ctx.matrix
+    dv = driver_view(ctx)
+    libs = [p for p in tv.libraries if "libcudnn" in p.rsplit("/", 1)[-1]]
+    ev = {"cudnn": loaded, "torch": tv.version, "torch_cuda": tv.cuda, "libraries": libs[:4]}
+    row = m.cudnn_row(loaded)
+    if row is None:
+        return Outcome(f"cuDNN {loaded} is not in the data", [Finding(
+            "matrix.cudnn.unknown", Status.SKIP, f"cuDNN {loaded} is not in cudadoctor's data", evidence=ev)])
+    findings = []
+    if not m.cudnn_supports_cuda(loaded, tv.cuda):
+        findings.append(Finding(
+            "matrix.cudnn.cuda-mismatch", Status.FAIL,
+            f"cuDNN {loaded} has no build for CUDA {tv.cuda} (it supports {', '.join(row['cuda'])})",
+            detail="torch loaded a cuDNN built for another CUDA major, usually a system or conda copy found "
+                   "through LD_LIBRARY_PATH instead of the wheel's nvidia-cudnn package.",
+            fix=Fix("Let torch load the cuDNN its wheel pins: remove foreign cuDNN folders from LD_LIBRARY_PATH "
+                    "and reinstall torch's dependencies",
+                    (f"pip install --force-reinstall --no-deps 'torch=={tv.version}' "
+                     f"--index-url https://download.pytorch.org/whl/{_cu(tv.cuda)}",), TORCH_DOCS),
+            evidence=ev))
+    var = m.variant_for(tv.version, tv.cuda)
+    if var and var.get("cudnn"):
+        want = major_minor(var["cudnn"])
+        have = major_minor(loaded)
+        ev["wheel_cudnn"] = var["cudnn"]
+        if have[0] != want[0] or have < want:
+            findings.append(Finding(
+                "matrix.cudnn.not-the-wheels", Status.WARN,
+                f"torch {tv.version} loaded cuDNN {loaded}, but its wheel pins {var['cudnn']}",
+                detail="An older or other-major cuDNN shadows the one the wheel installed (LD_LIBRARY_PATH, "
+                       "/etc/ld.so.conf, or a pinned nvidia-cudnn package); cuDNN ops may fail or run slowly.",
+                fix=Fix(f"Install the cuDNN the wheel expects ({var['cudnn']}) and keep other cuDNN folders off "
+                        "LD_LIBRARY_PATH",
+                        (f"pip install 'nvidia-cudnn-cu{tv.cuda.split('.')[0]}=={var['cudnn']}'",), TORCH_DOCS),
+                evidence=ev))
+    for cc in _gpu_ccs(dv, ctx):
+        if cc < cc_key(row["cc_min"]):
+            text, cmds = torch_fix_commands(m, [cc], dv.version or None, dv.cuda or None, tv.version)
+            findings.append(Finding(
+                "matrix.cudnn.gpu-unsupported", Status.FAIL,
+                f"cuDNN {loaded} has no kernels for cc {cc_str(cc)} (it needs cc >= {row['cc_min']})",
+                detail="Convolutions, RNNs and attention through cuDNN fail on this GPU "
+                       "(CUDNN_STATUS_ARCH_MISMATCH or 'no kernel image').",
+                fix=Fix(text, tuple(cmds), TORCH_DOCS), evidence=dict(ev, gpu_cc=cc_str(cc))))
+    if not findings:
+        findings.append(Finding("matrix.cudnn.ok", Status.OK,
+                                f"cuDNN {loaded} matches torch {tv.version} (CUDA {tv.cuda}) and the GPU",
+                                evidence=ev))
+    bad = [f for f in findings if f.status is not Status.OK]
+    return Outcome(bad[0].summary if bad else findings[0].summary, findings)
+
+
+def _cu(cuda: str) -> str:
+    mm = major_minor(cuda)
+    return f"cu{mm[0]}{mm[1]}" if mm else ""
+
+
+def _uses_ccbin(flags: str) -> bool:
+    return any(x in (flags or "") for x in ("-ccbin", "--compiler-bindir"))
+
+
+@step("matrix.host-compiler", "Host compiler vs nvcc", 85, facts=("toolkit", "compiler"))
+def check_host_compiler(ctx: Context) -> Outcome:
+    """Does each nvcc accept the host gcc (or clang) it would use?"""
+    tk = _typed(ctx.fact("toolkit"), ToolkitInfo)
+    cf = _typed(ctx.fact("compiler"), CompilerInfo)
+    installs = [i for i in (tk.value.installs if tk.value else []) if isinstance(i, NvccInstall) and i.version]
+    if not installs:
+        return Outcome("no nvcc found", [Finding("matrix.host-compiler.no-nvcc", Status.SKIP, "no nvcc found")])
+    if not cf.ok:
+        return Outcome("no host compiler found", [Finding("matrix.host-compiler.no-compiler", Status.SKIP,
+                                                          "no gcc or clang found on PATH")])
+    info = cf.value
+    if _uses_ccbin(info.nvcc_prepend_flags) or _uses_ccbin(info.nvcc_append_flags):
+        return Outcome("nvcc's host compiler is chosen by NVCC_PREPEND_FLAGS/NVCC_APPEND_FLAGS", [Finding(
+            "matrix.host-compiler.ccbin-set", Status.OK,
+            "nvcc's host compiler is set with -ccbin in NVCC_PREPEND_FLAGS/NVCC_APPEND_FLAGS",
+            evidence={"NVCC_PREPEND_FLAGS": info.nvcc_prepend_flags, "NVCC_APPEND_FLAGS": info.nvcc_append_flags})])
+    gcc = next((c for c in info.compilers if c.name == "g++" and c.family == "gcc" and c.version), None) \
+        or info.first("gcc")
+    m = ctx.matrix
+    findings = []
+    for inst in installs:
+        b = m.compiler_bounds(inst.version)
+        active = bool("PATH" in inst.found_via or (tk.value.home_var and tk.value.home_var in inst.found_via))
+        if b is None:
+            findings.append(Finding("matrix.host-compiler.unknown", Status.SKIP,
+                                    f"no host-compiler data for CUDA {inst.version}", affects=inst.nvcc))
+            continue
+        if gcc is None or gcc.major is None:
+            clang = info.first("clang")
+            if clang and b.get("clang_max") and clang.major and clang.major > b["clang_max"]:
+                findings.append(Finding(
+                    "matrix.host-compiler.clang-too-new", Status.FAIL if active else Status.WARN,
+                    f"clang {clang.version} is newer than nvcc {inst.version} accepts (clang <= {b['clang_max']})",
+                    fix=Fix(f"Install clang {b['clang_max']} and pass it to nvcc with -ccbin",
+                            (f"export NVCC_PREPEND_FLAGS='-ccbin clang++-{b['clang_max']}'",)),
+                    evidence={"clang": clang.version, "clang_path": clang.path, "nvcc_version": inst.version},
+                    affects=inst.nvcc))
+            else:
+                findings.append(Finding("matrix.host-compiler.no-gcc", Status.SKIP,
+                                        "no gcc/g++ version known", affects=inst.nvcc))
+            continue
+        ev = {"gcc": gcc.version, "gcc_path": gcc.path, "nvcc": inst.nvcc, "nvcc_version": inst.version,
+              "gcc_max": b["gcc_max"], "gcc_min": b["gcc_min"], "source": b["source"]}
+        mx = b["gcc_max"]
+        if mx is not None and gcc.major > mx:
+            newer = m.first_cuda_for_gcc(gcc.major)
+            cmds = (f"sudo apt install gcc-{mx} g++-{mx}",
+                    f"export NVCC_PREPEND_FLAGS='-ccbin /usr/bin/g++-{mx}'",
+                    f"export CUDAHOSTCXX=/usr/bin/g++-{mx} CC=gcc-{mx} CXX=g++-{mx}")
+            findings.append(Finding(
+                "matrix.host-compiler.gcc-too-new", Status.FAIL if active else Status.WARN,
+                f"gcc {gcc.version} is newer than nvcc {inst.version} accepts (gcc <= {mx})",
+                detail=(f"nvcc stops with '#error -- unsupported GNU version! gcc versions later than {mx} are not "
+                        f"supported!'; torch extension builds refuse it too."
+                        + (f" CUDA {newer} and later accept gcc {gcc.major}." if newer else "")),
+                fix=Fix(f"Install gcc {mx} and point nvcc at it (or use CUDA {newer or 'a newer toolkit'})", cmds,
+                        "https://docs.nvidia.com/cuda/cuda-installation-guide-linux/"),
+                evidence=ev, affects=inst.nvcc))
+        elif b["gcc_min"] is not None and gcc.major < b["gcc_min"]:
+            findings.append(Finding(
+                "matrix.host-compiler.gcc-too-old", Status.WARN,
+                f"gcc {gcc.version} is older than torch extension builds accept with CUDA {inst.version} "
+                f"(gcc >= {b['gcc_min']})",
+                fix=Fix(f"Install gcc {b['gcc_min']} or newer (<= {mx})",
+                        (f"sudo apt install gcc-{mx} g++-{mx}",)),
+                evidence=ev, affects=inst.nvcc))
+        else:
+            findings.append(Finding("matrix.host-compiler.ok", Status.OK,
+                                    f"nvcc {inst.version} accepts gcc {gcc.version} (gcc <= {mx})",
+                                    evidence=ev, affects=inst.nvcc))
+    bad = [f for f in findings if f.status in (Status.FAIL, Status.WARN)]
+    return Outcome(bad[0].summary if bad else "every nvcc accepts the host compiler", findings)
