@@ -130,3 +130,34 @@ def select_image(sass: Iterable[str], ptx: Iterable[str], cc: tuple,
         return Selection(PTX_JIT, best.name, f"no SASS for cc {cc_str(cc)}; the driver JIT-compiles {best.name} PTX")
     have = ", ".join(a.name for a in sass_arches + ptx_arches) or "no images"
     return Selection(NO_IMAGE, "", f"no SASS for cc {cc_str(cc)} and no PTX at or below it ({have})")
+
+
+# PTX ISA version -> the CUDA release that introduced it (PTX ISA release notes,
+# https://docs.nvidia.com/cuda/parallel-thread-execution/#release-notes). A driver JIT-compiles
+# PTX only up to the ISA of its own CUDA version; newer PTX fails with error 222.
+PTX_ISA_CUDA = {
+    "6.3": "10.0", "6.4": "10.1", "6.5": "10.2",
+    "7.0": "11.0", "7.1": "11.1", "7.2": "11.2", "7.3": "11.3", "7.4": "11.4", "7.5": "11.5",
+    "7.6": "11.6", "7.7": "11.7", "7.8": "11.8",
+    "8.0": "12.0", "8.1": "12.1", "8.2": "12.2", "8.3": "12.3", "8.4": "12.4", "8.5": "12.5",
+    "8.6": "12.7", "8.7": "12.8", "8.8": "12.9",
+    "9.0": "13.0", "9.1": "13.1",
+}
+
+RUNS = (NATIVE, PTX_JIT)
+
+
+def ptx_isa_cuda(isa: str) -> Optional[str]:
+    """'9.0' -> '13.0'; None for an ISA the table does not know (never guessed)."""
+    return PTX_ISA_CUDA.get((isa or "").strip())
+
+
+def verdict_runs(verdict: str) -> bool:
+    return verdict in RUNS
+
+
+def select_for_binary(sass: Iterable[str], ptx: Iterable[str], cc: tuple, driver_cuda: Optional[str] = None,
+                      ptx_isa: Optional[dict] = None) -> Selection:
+    """select_image() for a binary whose PTX entries carry their PTX ISA versions (arch -> '9.0')."""
+    made = {a: ptx_isa_cuda(v) for a, v in (ptx_isa or {}).items() if ptx_isa_cuda(v)}
+    return select_image(list(sass), list(ptx), cc, driver_cuda=driver_cuda, ptx_cuda=made)

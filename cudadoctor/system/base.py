@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
-from typing import Iterator, Mapping, Optional, Sequence
+from typing import Callable, Iterator, Mapping, Optional, Sequence
 
 from cudadoctor.system.proc import ProcResult
 
@@ -38,6 +39,27 @@ class System:
     def read_bytes(self, path: str, limit: int = 16 * 1024 * 1024) -> Optional[bytes]:
         """Return the file's first `limit` bytes, or None when it cannot be read."""
         raise NotImplementedError
+
+    def read_range(self, path: str, offset: int, size: int) -> Optional[bytes]:
+        """Up to `size` bytes of the file from `offset` (b'' past its end), or None when unreadable.
+
+        Lets binary readers (the fatbin reader) hop through large files without loading them whole.
+        """
+        data = self.read_bytes(path, offset + size)
+        return None if data is None else data[offset:offset + size]
+
+    def run_lines(self, argv: Sequence[str], timeout: float, on_line: Callable[[str], None],
+                  env: Optional[Mapping[str, str]] = None) -> ProcResult:
+        """Run `argv` like `run`, handing each stdout line (without its newline) to `on_line` as it
+        arrives instead of keeping stdout (the result's stdout is empty). For outputs larger than
+        `run` keeps, such as a report from every node of a cluster through srun.
+
+        This default runs `run` and then hands over its lines; HostSystem streams them.
+        """
+        res = self.run(argv, timeout, env=env)
+        for line in res.stdout.splitlines():
+            on_line(line)
+        return dataclasses.replace(res, stdout="")
 
     def read_text(self, path: str, limit: int = 4 * 1024 * 1024) -> Optional[str]:
         data = self.read_bytes(path, limit)

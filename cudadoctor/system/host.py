@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import getpass
 import os
 import platform
 import socket
 import stat
 import sys
-from typing import Iterator, Mapping, Optional, Sequence
+from typing import Callable, Iterator, Mapping, Optional, Sequence
 
 from cudadoctor.system import proc
 from cudadoctor.system.base import System
@@ -22,16 +23,28 @@ class HostSystem(System):
             input_bytes: Optional[bytes] = None, cwd: Optional[str] = None) -> proc.ProcResult:
         return proc.run(argv, timeout, env=proc.child_env(self.env, env), input_bytes=input_bytes, cwd=cwd)
 
+    def run_lines(self, argv: Sequence[str], timeout: float, on_line: Callable[[str], None],
+                  env: Optional[Mapping[str, str]] = None) -> proc.ProcResult:
+        return proc.run_lines(argv, timeout, on_line, env=proc.child_env(self.env, env))
+
     def read_bytes(self, path: str, limit: int = 16 * 1024 * 1024) -> Optional[bytes]:
         try:
-            with open(path, "rb") as f:
+            with _open_no_fifo(path) as f:
                 return f.read(limit)
         except (OSError, ValueError):
             return None
 
+    def read_range(self, path: str, offset: int, size: int) -> Optional[bytes]:
+        try:
+            with _open_no_fifo(path) as f:
+                f.seek(offset)
+                return f.read(size)
+        except (OSError, ValueError, OverflowError):
+            return None
+
     def read_error(self, path: str) -> str:
         try:
-            with open(path, "rb") as f:
+            with _open_no_fifo(path) as f:
                 f.read(1)
             return ""
         except OSError as e:
@@ -95,3 +108,18 @@ class HostSystem(System):
             return getpass.getuser()
         except Exception:  # noqa: BLE001 - getpass raises several types when no user is known
             return ""
+
+
+def _open_no_fifo(path: str):
+    """open(path, "rb"), except that a FIFO or socket is refused instead of blocking the doctor forever
+    (opening a FIFO waits for a writer; one can sit in a scanned tree under any name)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO or socket)", path)
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise

@@ -1,0 +1,96 @@
+"""`cudadoctor scan`: name every CUDA binary in an interpreter's site-packages that cannot run on this GPU."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Optional
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("scan")
+    def scan(
+        python: Optional[str] = typer.Option(None, "--python", metavar="PATH",
+                                             help="Interpreter whose site-packages to scan (default: this one)."),
+        path: Optional[str] = typer.Option(None, "--path", metavar="DIR",
+                                           help="Scan this folder instead of an interpreter's site-packages."),
+        cc: Optional[str] = typer.Option(None, "--cc", metavar="X.Y",
+                                         help="Judge for this compute capability (default: the local GPU)."),
+        json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+        show_all: bool = typer.Option(False, "--all", help="List every CUDA binary, not only those that cannot run."),
+    ) -> None:
+        """Walk the target interpreter's site-packages (torch, flash_attn, xformers, vllm, any extension), read
+        the archs inside every CUDA binary, and name those that cannot run on this GPU: the "no kernel image"
+        culprit before it crashes. Exit 0: all run, 1: some cannot, 2: bad input or nothing to judge against."""
+        from cudadoctor.cli import fail_usage
+        from cudadoctor.compat import cc_str, parse_cc
+        from cudadoctor.probes.scan import CANNOT_RUN, arch_list_verdict, judge, scan_dirs, scan_python
+        from cudadoctor.system.host import HostSystem
+
+        system = HostSystem()
+        target, driver_cuda, note = None, "", ""
+        if cc is not None:
+            target = parse_cc(cc)
+            if target is None:
+                raise fail_usage(f"--cc {cc!r} is not a compute capability (e.g. 9.0, 8.6, 12.0)")
+        if python is not None and not (os.path.isfile(python) and os.access(python, os.X_OK)):
+            raise fail_usage(f"--python {python}: no executable file there")
+        if path is not None and not os.path.isdir(path):
+            raise fail_usage(f"--path {path}: not a folder")
+        if target is None:
+            from cudadoctor.probes.local import local_gpu
+
+            g = local_gpu(system)
+            target, driver_cuda = g.cc, g.driver_cuda
+            note = g.name if g.cc else g.error
+        if path is not None:
+            info = scan_dirs(system, [os.path.abspath(path)])
+        else:
+            info, err = scan_python(system, python or system.own_python())
+            if err:
+                typer.echo(f"cudadoctor: {err}", err=True)
+                raise typer.Exit(2)
+        judged = judge(info, target, driver_cuda or None) if target else []
+        bad = [j for j in judged if j.verdict in CANNOT_RUN]
+        arch_list = system.env.get("TORCH_CUDA_ARCH_LIST", "")
+        al = arch_list_verdict(arch_list, target) if (arch_list and target) else None
+        if json_out:
+            files = []
+            verdicts = {id(j.file): j for j in judged}
+            for f in info.files:
+                j = verdicts.get(id(f))
+                files.append({"path": f.path, "package": f.package, "format": f.format, "sass": f.sass, "ptx": f.ptx,
+                              "ptx_isa": f.ptx_isa, "error": f.error or None,
+                              "verdict": j.verdict if j else None, "reason": j.reason if j else ""})
+            typer.echo(json.dumps({
+                "python": info.python, "site_packages": info.site_packages, "cc": cc_str(target) if target else None,
+                "note": note or None, "driver_cuda": driver_cuda or None, "candidates": info.candidates,
+                "seconds": info.seconds, "truncated": info.truncated,
+                "cannot_run": [j.file.path for j in bad], "files": files,
+                "torch_cuda_arch_list": ({"value": arch_list, "verdict": al.verdict if al else None}
+                                         if arch_list else None)}, indent=2))
+        else:
+            where = info.python or path
+            typer.echo(f"scanned {where}: {info.candidates} shared objects/cubins/fatbins in "
+                       f"{len(info.site_packages)} folder(s), {len(info.files)} with CUDA code, {info.seconds:.1f} s")
+            if target:
+                typer.echo(f"judged for compute capability {cc_str(target)}" + (f" ({note})" if note else ""))
+            else:
+                typer.echo(f"no compute capability to judge against ({note}); pass --cc X.Y")
+            for j in judged:
+                if j.verdict in CANNOT_RUN or show_all or j.verdict == "unreadable":
+                    f = j.file
+                    typer.echo(f"  {j.verdict:<17} {f.path}")
+                    if not f.error:
+                        typer.echo(f"  {'':<17} SASS {', '.join(f.sass) or '-'}; PTX {', '.join(f.ptx) or '-'}")
+            if not target and show_all:
+                for f in info.files:
+                    typer.echo(f"  {f.path}: SASS {', '.join(f.sass) or '-'}; PTX {', '.join(f.ptx) or '-'}")
+            if target:
+                typer.echo(f"{len(bad)} cannot run on this GPU" if bad else "all can run on this GPU")
+            if al is not None and al.verdict not in ("native", "ptx-jit"):
+                typer.echo(f"warning: TORCH_CUDA_ARCH_LIST={arch_list} builds extensions this GPU cannot run "
+                           f"({al.reason}); use TORCH_CUDA_ARCH_LIST=\"{target[0]}.{target[1]}\"")
+        raise typer.Exit(1 if bad else (0 if target else 2))

@@ -1,0 +1,49 @@
+"""Probe facts: CUDA binaries in the target's site-packages (`probe_scan`) and the quick driver-API
+probe (`probe_launch`: the minimal kernel, native and one foreign build, launched in a child)."""
+
+from __future__ import annotations
+
+from cudadoctor.facts.registry import Options, gatherer
+from cudadoctor.model import Fact
+from cudadoctor.probes.run import LaunchInfo
+from cudadoctor.probes.scan import ScanInfo
+from cudadoctor.system.base import System
+
+
+@gatherer("probe_scan", value_type=ScanInfo)
+def gather_probe_scan(system: System, opts: Options, deps: dict) -> Fact:
+    """Every CUDA binary under the target interpreter's site-packages, with its SASS/PTX archs."""
+    from cudadoctor.probes.scan import scan_python
+
+    py = opts.python or system.own_python()
+    info, err = scan_python(system, py)
+    src = f"{py} site-packages"
+    if err:
+        return Fact.failed(src, err, value=info)
+    return Fact.found(info, src, info.seconds)
+
+
+@gatherer("probe_launch", value_type=LaunchInfo, needs=("nvidia_smi", "nvml"))
+def gather_probe_launch(system: System, opts: Options, deps: dict) -> Fact:
+    """Build the minimal kernel natively and for a foreign arch; launch both through the driver API."""
+    from cudadoctor.probes.local import from_facts
+    from cudadoctor.probes.run import run_probes
+
+    src = "cudadoctor.probes.launch (CUDA driver API)"
+    gpu = from_facts(deps)
+    if gpu.cc is None:
+        return Fact.not_applicable(src, gpu.error)
+    if opts.extra.get("no_probe_launch"):
+        return Fact.not_applicable(src, "the driver-API probe was not asked for")
+    res = run_probes(system, None, quick=True, kernels=False, runtime=False)
+    info = LaunchInfo.from_result(res)
+    if res.launch_kind in ("no-libcuda", "no-report") and not any(r.driver_api for r in res.rows):
+        # libcuda is missing (the libraries step says so) or the child said nothing of ours: no verdict here
+        return Fact.not_applicable(src, res.launch_error)
+    if res.launch_kind == "timeout":
+        return Fact.timeout(src, res.launch_error, value=info)
+    if res.launch_error and not any(r.driver_api for r in res.rows):
+        return Fact.failed(src, res.launch_error, value=info)  # cuInit/device errors, a crash
+    if res.compiler_error:
+        return Fact.not_found(src, f"no compiler for the probe kernels: {res.compiler_error}", value=info)
+    return Fact.found(info, src)
