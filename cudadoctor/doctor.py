@@ -27,6 +27,19 @@ def exit_code(steps: list, strict: bool = False) -> int:
     return EXIT_OK
 
 
+# Where the node's name comes from, first set wins: an explicit name (the Kubernetes manifests set it
+# from the downward API's spec.nodeName), then Slurm's name for the node the task runs on.
+NODE_NAME_VARS = ("CUDADOCTOR_NODE_NAME", "SLURMD_NODENAME")
+
+
+def node_name(env, hostname: str) -> str:
+    for var in NODE_NAME_VARS:
+        v = (env.get(var) or "").strip()
+        if v:
+            return v
+    return hostname
+
+
 def run_check(system: System, opts: Optional[facts.Options] = None, only: Iterable[str] = (),
               skip: Iterable[str] = (), strict: bool = False, given_facts: Optional[dict] = None,
               source: str = "live") -> Report:
@@ -49,7 +62,10 @@ def run_check(system: System, opts: Optional[facts.Options] = None, only: Iterab
             f" · {pv.container} container" if pv.container else "")
     else:
         platform_line = f"{_platform.system()} {_platform.machine()}"
+    host = system.hostname()
     return Report(
+        host=host,
+        node=node_name(system.env, host),
         tool_version=__version__,
         created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         target_python=target,

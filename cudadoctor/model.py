@@ -174,6 +174,8 @@ class Report:
     exit_code: int = 0
     strict: bool = False
     source: str = "live"  # "live" or "facts-file:<path>"
+    host: str = ""  # the machine's host name (a re-judged report keeps the saved one)
+    node: str = ""  # the scheduler's name for the node (SLURMD_NODENAME, CUDADOCTOR_NODE_NAME) or host
 
     def counts(self) -> dict:
         out = {s.value: 0 for s in Status}
@@ -191,6 +193,8 @@ class Report:
             "source": self.source,
             "target_python": self.target_python,
             "platform": self.platform,
+            "host": self.host,
+            "node": self.node,
             "strict": self.strict,
             "exit_code": self.exit_code,
             "summary": self.counts(),
@@ -233,6 +237,8 @@ def from_jsonable(tp: Any, raw: Any) -> Any:
         return from_jsonable(inner[0], raw) if len(inner) == 1 else raw
     if origin in (list, tuple) and args:
         items = [from_jsonable(args[0], x) for x in raw] if isinstance(raw, list) else []
+        if dataclasses.is_dataclass(args[0]):  # drop entries that are not objects of that type
+            items = [x for x in items if isinstance(x, args[0])]
         return tuple(items) if origin is tuple else items
     if origin is dict:
         return dict(raw) if isinstance(raw, dict) else {}
