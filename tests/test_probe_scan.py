@@ -246,3 +246,15 @@ def test_probe_on_the_gpu_matches_the_rule():
     assert rows["native"]["driver_api"] == "native"
     assert rows["sass-foreign"]["driver_api"] == "no-kernel-image"
     assert all(k["ok"] for k in d["kernels"])
+
+
+def test_nvidia_libraries_are_not_judged_by_their_embedded_fatbin():
+    # Seen on the H200 (2026-11-29): libcufft.so.12 from the nvidia-cufft wheel embeds one sm_75 cubin
+    # (cuobjdump agrees) and still runs on cc 9.0; an extension with the same images cannot.
+    cufft = ScanFile(f"{SP}/nvidia/cu13/lib/libcufft.so.12", "nvidia", "elf", ["sm_75"], [])
+    ext = ScanFile(f"{SP}/myext/_C.so", "myext", "elf", ["sm_75"], [])
+    out = check_probe_scan(_ctx(ScanInfo(python="/p", site_packages=[SP], files=[cufft, ext])))
+    bad = next(f for f in out.findings if f.id == "probe.scan.no-kernel-image")
+    assert bad.affects == "myext" and "libcufft" not in bad.detail
+    only_vendor = check_probe_scan(_ctx(ScanInfo(python="/p", site_packages=[SP], files=[cufft])))
+    assert _ids(only_vendor) == {"probe.scan.ok": Status.OK}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import List, Optional
 
 import typer
@@ -53,9 +54,15 @@ def register(app: typer.Typer) -> None:
                 rec["verdict"] = "no-cuda-code" if target else None
                 rec["reason"] = "no SASS or PTX in this file"
             elif target:
+                from cudadoctor.probes.scan import VENDOR, is_vendor_library
+
                 s = select_for_binary(b.sass, b.ptx, target, driver_cuda or None, b.ptx_isa())
                 rec.update(verdict=s.verdict, image=s.image, reason=s.reason)
-                if not verdict_runs(s.verdict):
+                if not verdict_runs(s.verdict) and is_vendor_library(os.path.abspath(path)):
+                    # NVIDIA's libraries carry kernels outside their fatbin (cuFFT): no verdict from it
+                    rec.update(verdict=VENDOR, reason=f"NVIDIA library: the embedded images are not its whole "
+                                                      f"kernel set (rule alone: {s.verdict})")
+                elif not verdict_runs(s.verdict):
                     cannot.append(path)
             out.append(rec)
         code = 2 if bad else (1 if cannot else 0)

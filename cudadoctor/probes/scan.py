@@ -122,6 +122,22 @@ class Judged:
     reason: str
 
 
+VENDOR = "nvidia-library"
+# NVIDIA's own CUDA libraries (pip nvidia-* wheels, toolkit copies). Their embedded fatbin is not their
+# whole kernel set: cuFFT 12 (CUDA 13) carries a single sm_75 cubin in .nv_fatbin, which cuobjdump
+# lists too (seen on the H200, 2026-11-29), yet runs on cc 9.0 because it loads its real kernels from
+# its own data at run time. Judging such a file by its fatbin would be a false "no kernel image".
+VENDOR_PREFIXES = ("libcufft", "libcublas", "libcudnn", "libcusparse", "libcusolver", "libcurand", "libnccl",
+                   "libnvjitlink", "libcufile", "libcupti", "libnvrtc", "libnpp", "libnvjpeg", "libcudart",
+                   "libnvshmem", "libcutensor", "libnvblas", "libcudss", "libnvperf", "libcheckpoint",
+                   "libnvtx", "libcuda.", "libnvidia-")
+
+
+def is_vendor_library(path: str, package: str = "") -> bool:
+    base = path.rsplit("/", 1)[-1].lower()
+    return package == "nvidia" or "/site-packages/nvidia/" in path or base.startswith(VENDOR_PREFIXES)
+
+
 def judge(info: ScanInfo, cc: tuple, driver_cuda: Optional[str] = None) -> list:
     out = []
     for f in info.files:
@@ -129,6 +145,12 @@ def judge(info: ScanInfo, cc: tuple, driver_cuda: Optional[str] = None) -> list:
             out.append(Judged(f, "unreadable", "", f.error))
             continue
         s = select_for_binary(f.sass, f.ptx, cc, driver_cuda, f.ptx_isa)
+        if s.verdict != NATIVE and is_vendor_library(f.path, f.package):
+            out.append(Judged(f, VENDOR, s.image,
+                              f"NVIDIA library: its embedded images ({', '.join(f.sass + f.ptx) or 'none'}) are not "
+                              f"its whole kernel set; its GPU support follows its CUDA version (rule alone: "
+                              f"{s.verdict})"))
+            continue
         out.append(Judged(f, s.verdict, s.image, s.reason))
     return out
 
