@@ -39,7 +39,7 @@ def _need(m, cuda: str) -> dict:
     return {"full": (r.get("full") or {}).get("linux"), "floor": (r.get("minor_compat") or {}).get("linux")}
 
 
-@step("matrix.driver-toolkit", "Driver vs CUDA toolkit", 80, facts=DRIVER_FACTS + ("toolkit",))
+@step("matrix.driver-toolkit", "driver vs CUDA toolkit", 80, facts=DRIVER_FACTS + ("toolkit",))
 def check_driver_toolkit(ctx: Context) -> Outcome:
     """Can the driver run what each installed nvcc builds (full, minor-version compatibility, or not)?"""
     dv = driver_view(ctx)
@@ -95,7 +95,7 @@ def check_driver_toolkit(ctx: Context) -> Outcome:
     return Outcome(worst[0].summary if worst else f"driver {dv.version} runs every installed nvcc", findings)
 
 
-@step("matrix.driver-torch", "Driver vs torch's CUDA", 81, facts=DRIVER_FACTS + ("torch",))
+@step("matrix.driver-torch", "driver vs torch's CUDA", 81, facts=DRIVER_FACTS + ("torch",))
 def check_driver_torch(ctx: Context) -> Outcome:
     """Can the driver run the CUDA that the torch wheel was built with?"""
     dv = driver_view(ctx)

@@ -86,7 +86,7 @@ def _uses_ccbin(flags: str) -> bool:
     return any(x in (flags or "") for x in ("-ccbin", "--compiler-bindir"))
 
 
-@step("matrix.host-compiler", "Host compiler vs nvcc", 85, facts=("toolkit", "compiler"))
+@step("matrix.host-compiler", "host compiler vs nvcc", 85, facts=("toolkit", "compiler"))
 def check_host_compiler(ctx: Context) -> Outcome:
     """Does each nvcc accept the host gcc (or clang) it would use?"""
     tk = _typed(ctx.fact("toolkit"), ToolkitInfo)

@@ -36,6 +36,11 @@ def register(app: typer.Typer) -> None:
             target = parse_cc(cc)
             if target is None:
                 raise fail_usage(f"--cc {cc!r} is not a compute capability (e.g. 9.0, 8.6, 12.0)")
+            from cudadoctor.matrix import load
+
+            if load().arch_for_cc(target) is None:
+                raise fail_usage(f"--cc {cc}: no NVIDIA GPU has this compute capability "
+                                 "(`cudadoctor matrix arch` lists the known ones)")
         if compiler not in ("auto", "nvcc", "nvrtc"):
             raise fail_usage(f"--compiler {compiler!r}: use auto, nvcc or nvrtc")
         system = HostSystem()
