@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Optional
+
+from cudadoctor.child.records import parse_marked
 
 MARK = "@@CUDADOCTOR-BENCH@@"
 
@@ -20,18 +21,7 @@ NEXT_DRIVER = dict(NEXT, start="loading libcuda.so.1 (cuInit)")
 
 def parse_records(stdout: str) -> list:
     """Every marked JSON record in `stdout`, in order; junk lines and a torn last line are skipped."""
-    out = []
-    for line in stdout.splitlines():
-        i = line.find(MARK)
-        if i < 0:
-            continue
-        try:
-            rec = json.loads(line[i + len(MARK):])
-        except ValueError:
-            continue
-        if isinstance(rec, dict) and isinstance(rec.get("stage"), str):
-            out.append(rec)
-    return out
+    return parse_marked(stdout, MARK, key="stage")
 
 
 @dataclass

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import os
 
+from cudadoctor.child.records import parse_marked
 from cudadoctor.facts.registry import Options, gatherer
 from cudadoctor.facts.types import OpResult, TorchDevice, TorchInfo
 from cudadoctor.model import Fact
@@ -26,18 +26,7 @@ NEXT_ACTIVITY = {
 
 
 def parse_stages(stdout: str) -> list:
-    out = []
-    for line in stdout.splitlines():
-        i = line.find(MARK)
-        if i < 0:
-            continue
-        try:
-            rec = json.loads(line[i + len(MARK):])
-        except ValueError:
-            continue
-        if isinstance(rec, dict) and "stage" in rec:
-            out.append(rec)
-    return out
+    return parse_marked(stdout, MARK, key="stage")
 
 
 def build_info(stages: list) -> TorchInfo:

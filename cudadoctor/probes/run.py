@@ -12,7 +12,17 @@ import json
 from dataclasses import dataclass, field
 from typing import Optional
 
-from cudadoctor.compat import NATIVE, NO_IMAGE, PTX_JIT, PTX_TOO_NEW, cc_str, parse_arch, sass_runs_on, select_for_binary
+from cudadoctor.child.records import parse_marked
+from cudadoctor.compat import (
+    NATIVE,
+    NO_IMAGE,
+    PTX_JIT,
+    PTX_TOO_NEW,
+    cc_str,
+    parse_arch,
+    sass_runs_on,
+    select_for_binary,
+)
 from cudadoctor.probes import build as B
 from cudadoctor.probes import fatbin
 from cudadoctor.probes.launch import MARK
@@ -81,16 +91,7 @@ class ProbeResult:
 
 
 def parse_records(stdout: str) -> list:
-    out = []
-    for line in (stdout or "").splitlines():
-        i = line.find(MARK)
-        if i < 0:
-            continue
-        try:
-            out.append(json.loads(line[i + len(MARK):]))
-        except ValueError:
-            continue
-    return out
+    return parse_marked(stdout or "", MARK)
 
 
 def launch_child(system, plan: dict, timeout: float) -> tuple:
