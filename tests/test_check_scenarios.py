@@ -6,7 +6,7 @@ import time
 
 from fakes.system import FakeCmd
 from helpers import check, ids, status, steps
-from scenarios import NVCC, PY, SMI, h200, nvml_answer, torch_stages
+from scenarios import h200, nvml_answer, torch_stages
 
 CORE = ["driver", "torch.cuda", "device.capability", "torch.op", "toolkit.nvcc"]
 

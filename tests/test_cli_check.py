@@ -101,7 +101,6 @@ def test_no_secret_in_any_output(fmt):
 
 
 def test_markdown_hides_user_home_and_host(tmp_path):
-    import getpass
     import socket
 
     home = str(tmp_path / "home" / "carol")

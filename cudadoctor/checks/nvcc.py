@@ -6,7 +6,7 @@ import os
 
 from cudadoctor.checks.common import cu_tag, major_minor, q
 from cudadoctor.checks.registry import Context, Outcome, step
-from cudadoctor.model import FactState, Finding, Fix, Status
+from cudadoctor.model import Finding, Fix, Status
 
 CPP_EXT_DOC = "https://pytorch.org/docs/stable/cpp_extension.html"
 

@@ -33,7 +33,7 @@ def register(app: typer.Typer) -> None:
             raise fail_usage("--device must be 0 or more")
         if timeout is not None and timeout <= 0:
             raise fail_usage("--timeout must be a positive number of seconds")
-        from cudadoctor.bench.runner import BenchOptions, run_bench
+        from cudadoctor.bench.runner import BenchOptions
         from cudadoctor.system.host import HostSystem
 
         system = HostSystem()

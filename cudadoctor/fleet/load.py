@@ -11,7 +11,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from cudadoctor.fleet.node import NodeRecord, from_report
+from cudadoctor.fleet.node import from_report
 from cudadoctor.system.base import System
 
 REPORT_LIMIT = 64 * 1024 * 1024  # bytes; a real report is well under 1 MiB
