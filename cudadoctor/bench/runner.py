@@ -233,7 +233,9 @@ def run_bench(system: System, opts: BenchOptions, nvml_fact: Optional[Fact] = No
         skipped.update(probe.skipped)
         out.notes.extend(probe.notes)
     else:
-        why = torch_unusable_reason(run) if run.last_stage or run.errors.get("cuda") else stop_reason(res, run)
+        # a child that hung or died says so first ("gave no answer within 60 s while import torch")
+        why = (stop_reason(res, run, "the torch bench child") if not run.errors.get("cuda", "").startswith(
+            "the target interpreter") else "") or torch_unusable_reason(run)
         out.notes.append(f"{why}; measuring through the CUDA driver API instead (no torch)")
         drv = driver_runner.run_driver_bench(system, opts, nvml_fact)
         out.backend = "driver"

@@ -62,7 +62,19 @@ def check_libraries(ctx: Context) -> Outcome:
                        [Finding("libs.unknown", st, f"cannot list the CUDA libraries: {f.error or f.state.value}",
                                 evidence={f.source or "libs": f.state.value})])
     info = f.value
+    tf = ctx.fact("torch")
+    if tf.state.value in ("timeout", "failed") and info.method != "maps":
+        # the torch probe hung or died: what is listed was found without it, and that must be said
+        findings.append(Finding(
+            "libs.torch-probe-failed", Status.WARN,
+            f"the libraries torch loads are unknown: {tf.error or tf.state.value}",
+            "Listed instead: what the loader would find (ldd, LD_LIBRARY_PATH, ldconfig), which may not be what "
+            "torch really loads. The torch.cuda step says why the probe failed.",
+            Fix("Find why the torch probe did not finish:", ("cudadoctor check --only torch.cuda -v",)),
+            {"torch probe": tf.error or tf.state.value}))
     if not info.loaded and not info.missing and not info.undefined_symbols:
+        if findings:
+            return Outcome("the torch probe did not finish; no CUDA library found", findings)
         return Outcome("no CUDA library found", [Finding(
             "libs.none", Status.SKIP, "no CUDA library is loaded or can be found (no driver, no CUDA build of torch)",
             evidence={f.source or "libs": f.error or "nothing found"})], Status.SKIP)

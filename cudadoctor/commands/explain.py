@@ -23,6 +23,7 @@ def register(app: typer.Typer) -> None:
         list_all: bool = typer.Option(False, "--list", help="List every known signature."),
     ) -> None:
         import json
+        import os
         import sys
 
         from cudadoctor.explain import personal, rank, render, scan, signatures
@@ -49,10 +50,10 @@ def register(app: typer.Typer) -> None:
                 fh = open(file, "rb")
             except OSError as e:
                 raise usage(f"cannot read {file}: {e.strerror or e}")
-            with fh:
-                res = scanner.scan_stream(fh)
-                fh.seek(0)
-                sample = fh.read(65536).decode("utf-8", "replace")
+            with fh:  # no seeking back: --file may be a pipe or a FIFO
+                head = fh.read(65536)
+                sample = head.decode("utf-8", "replace")
+                res = scanner.scan_stream(_Prefixed(head, fh))
         elif args == ["-"]:
             stream = sys.stdin.buffer
             head = stream.read(65536)
@@ -74,10 +75,14 @@ def register(app: typer.Typer) -> None:
         m = personal.load_matrix()
         personals = {x.id: personal.personalise(x, facts, m) for x in found[: personal.MAX_MATCHES]}
         close = [] if found else rank.closest(sigs, sample)
+        from cudadoctor.redact import Redactor
+
+        scrub = Redactor(os.environ)  # a pasted log can hold tokens: never echo them back
         if as_json:
-            typer.echo(json.dumps(render.result_dict(found, personals, res, close, sorted(facts), offline), indent=2))
+            typer.echo(scrub(json.dumps(render.result_dict(found, personals, res, close, sorted(facts), offline),
+                                        indent=2)))
         else:
-            typer.echo(render.text_report(found, personals, close, res, offline), nl=False)
+            typer.echo(scrub(render.text_report(found, personals, close, res, offline)), nl=False)
         raise typer.Exit(0 if found else 1)
 
 

@@ -53,12 +53,15 @@ def register(app: typer.Typer) -> None:
                          runtime=not quick, compiler_pref=compiler, site_packages=sp)
         failed_kernels = [k for k in res.kernels if not k.get("ok")]
         ran_any = any(r.driver_api for r in res.rows)
-        if res.cc is None or res.compiler_error or not res.rows:
+        built_any = any(not r.build_error for r in res.rows)
+        build_only = res.launch_kind in ("no-libcuda", "not-asked")  # no driver here: --cc only builds
+        if res.cc is None or res.compiler_error or not res.rows or not built_any:
             code = 2
         elif res.mismatches or failed_kernels or (ran_any and res.launch_error):
             code = 1
         else:
-            code = 0 if ran_any or res.launch_error else 2
+            # a driver is there but nothing could be launched (cuInit failed, the child hung): 2
+            code = 0 if ran_any or build_only else 2
         if json_out:
             d = res.to_dict()
             d["exit_code"] = code

@@ -258,6 +258,39 @@ def pick_compiler(system, prefer: str = "auto", site_packages: Optional[list] = 
     return None, "; ".join(why)
 
 
+def prepare_cache_root(root: str) -> str:
+    """Create the cache folder; '' when usable, else why not (a file in the way, no permission)."""
+    try:
+        os.makedirs(root, exist_ok=True)
+        if not os.access(root, os.W_OK | os.X_OK):
+            return f"the build cache {root} is not writable; set CUDADOCTOR_CACHE_DIR to a folder you own"
+    except OSError as e:
+        return (f"the build cache {root} cannot be used ({e.strerror or e}); "
+                "set CUDADOCTOR_CACHE_DIR to a folder you own")
+    return ""
+
+
+def cached_artifact_ok(path: str) -> bool:
+    """A cached build is used only when it still reads as a whole CUDA binary: a truncated file (disk
+    full, a killed older version) is rebuilt rather than launched."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return False
+    if not data:
+        return False
+    if path.endswith(".ptx"):
+        return b".target" in data and data.rstrip().endswith(b"}")
+    from cudadoctor.probes.fatbin import BinaryFormatError, read_bytes
+
+    try:
+        arch = read_bytes(data, path)
+    except (BinaryFormatError, ValueError, IndexError):
+        return False
+    return bool(arch.sass or arch.ptx)
+
+
 # ---------------------------------------------------------------- building
 
 
@@ -279,10 +312,12 @@ def build(system, compiler: Compiler, spec: BuildSpec, kernels_dir: str, use_cac
     key = cache_key(source, compiler.identity, flags)
     root = cache_root(cache_dir)
     dest = os.path.join(root, f"{spec.source.rsplit('.', 1)[0]}-{key}.{ext}")
-    if use_cache and os.path.isfile(dest) and os.path.getsize(dest) > 0:
+    if use_cache and cached_artifact_ok(dest):
         return Built(spec, dest, compiler.label, cached=True)
     t0 = time.monotonic()
-    os.makedirs(root, exist_ok=True)
+    problem = prepare_cache_root(root)
+    if problem:
+        return Built(spec, compiler=compiler.label, error=problem)
     if compiler.kind == "nvcc":
         with tempfile.TemporaryDirectory(prefix=".build-", dir=root) as tmp:
             out = os.path.join(tmp, f"out.{ext}")
@@ -332,10 +367,12 @@ def build_host_program(system, compiler: Compiler, spec: BuildSpec, kernels_dir:
     key = cache_key(source, compiler.identity, ["exe", *flags])
     root = cache_root(cache_dir)
     dest = os.path.join(root, f"runtime_launch-{key}")
-    if use_cache and os.path.isfile(dest) and os.access(dest, os.X_OK):
+    if use_cache and os.path.isfile(dest) and os.access(dest, os.X_OK) and (os.path.getsize(dest) or 0) > 1024:
         return Built(host_spec, dest, compiler.label, cached=True)
     t0 = time.monotonic()
-    os.makedirs(root, exist_ok=True)
+    problem = prepare_cache_root(root)
+    if problem:
+        return Built(host_spec, compiler=compiler.label, error=problem)
     with tempfile.TemporaryDirectory(prefix=".build-", dir=root) as tmp:
         out = os.path.join(tmp, "prog")
         r = system.run([compiler.path, *flags, "-o", out, src_path], timeout=timeout or NVCC_TIMEOUT, cwd=tmp)
