@@ -256,3 +256,17 @@ def test_cpu_only_fix_names_a_variant_this_release_has_and_the_driver_runs():
                nvml=FakeCmd(nvml_answer(driver_version="535.104.05", cuda_driver_version="12.2")))
     old.files["/proc/driver/nvidia/version"] = b"NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Release Build\n"
     assert "torch==2.13.0 --index-url https://download.pytorch.org/whl/cu126" in _fix_cmds(check(old), "torch.cuda")
+
+
+def test_r610_banner_kmd_and_umd_versions():
+    # R610+ drivers print "KMD Version" / "CUDA UMD Version" (shared/reference/matrix_facts.md §2, UMD sources)
+    banner = ("| NVIDIA-SMI 610.43.02              KMD Version: 610.43.02      CUDA UMD Version: 13.3     |\n"
+              "|   0  NVIDIA H200                    On  |   00000000:00:06.0 Off |                    0 |\n")
+    fs = h200(smi=FakeCmd(banner), smi_csv=FakeCmd(
+        "0, NVIDIA H200, GPU-1, 00000000:00:06.0, 9.0, 143771, 610.43.02, Disabled, Enabled, Default\n"),
+        nvml=FakeCmd(nvml_answer(driver_version="610.43.02", cuda_driver_version="13.3")))
+    fs.files["/proc/driver/nvidia/version"] = b"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  610.43.02  Release Build\n"
+    r = check(fs, only=["driver"])
+    smi = r.facts["nvidia_smi"].value
+    assert (smi.driver_version, smi.cuda_version, smi.banner_style) == ("610.43.02", "13.3", "kmd-umd")
+    assert ids(r)["driver.ok"] == "ok"
