@@ -38,6 +38,9 @@ URL_PASSWORD = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<user>[^:/@
 # name=value pairs inside a value (e.g. "...:token=abc123...")
 INLINE_SECRET = re.compile(r"(?i)\b(token|secret|password|passwd|api[_-]?key|access[_-]?key)=([^\s:;,&]+)")
 REDACTED = "<redacted>"
+# Control characters other than newline and tab (C0, DEL, C1): a tool's output quoted as evidence must not
+# drive the user's terminal (clear the screen, set the title, rewrite lines). Shown escaped instead.
+CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 
 def is_allowed(name: str) -> bool:
@@ -66,6 +69,33 @@ def secret_values(env: Mapping[str, str]) -> list:
     return sorted(vals, key=len, reverse=True)
 
 
+CUT_MIN = 8  # a piece of a secret this long is a secret: output is shortened before it is scrubbed
+
+
+def _scrub_cut(text: str, v: str) -> str:
+    """Redact what is left of secret `v` where a shortened text cut it: a run of at least CUT_MIN of its
+    first characters (the text was cut after it) or of its last ones (cut before it)."""
+    if len(v) < 2 * CUT_MIN:
+        return text
+    for piece, forward in ((v[:CUT_MIN], True), (v[-CUT_MIN:], False)):
+        i = text.find(piece)
+        while i >= 0:
+            if forward:
+                j = i + CUT_MIN
+                while j < len(text) and j - i < len(v) and text[j] == v[j - i]:
+                    j += 1
+                start, end = i, j
+            else:
+                start, end = i, i + CUT_MIN
+                k = len(v) - CUT_MIN - 1
+                while start > 0 and k >= 0 and text[start - 1] == v[k]:
+                    start -= 1
+                    k -= 1
+            text = text[:start] + REDACTED + text[end:]
+            i = text.find(piece, start + len(REDACTED))
+    return text
+
+
 class Redactor:
     """Scrubs output text. `hide_identity` also replaces user, home and host names (for --markdown)."""
 
@@ -86,13 +116,15 @@ class Redactor:
     def __call__(self, text: str) -> str:
         for v in self.values:
             text = text.replace(v, REDACTED)
+        for v in self.values:
+            text = _scrub_cut(text, v)
         text = scrub_patterns(text)
         for old, new in self.identity:
             if new == "~":
                 text = re.sub(re.escape(old) + r"(?=/|\b|$)", new, text)
             else:
                 text = re.sub(r"(?<![A-Za-z0-9_])" + re.escape(old) + r"(?![A-Za-z0-9_])", new, text)
-        return text
+        return CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text.replace("\r", ""))
 
 
 def allowed_env(env: Mapping[str, str]) -> dict:

@@ -58,6 +58,16 @@ def check_driver(ctx: Context) -> Outcome:
                 ("sudo dmesg | grep -iE 'xid|nvrm' | tail -20", "ps -eo pid,stat,cmd | grep -E ' D ' | grep -v grep",
                  "sudo reboot"), DOCS_DRIVER), evidence, "every CUDA program")])
 
+    # 1b. NVML hangs and nvidia-smi gives no working answer to set against it: same meaning, named for NVML
+    if nvml.state is FactState.TIMEOUT and smi.state is not FactState.FOUND:
+        return Outcome("NVML hangs", [Finding(
+            "driver.nvml-hang", Status.FAIL, nvml.error,
+            "NVML (libnvidia-ml, what nvidia-smi itself uses) did not answer: the driver or a GPU is wedged, "
+            "or a stuck process holds the device. CUDA programs will hang the same way.",
+            Fix("Look for Xid errors and stuck processes; a reset or reboot is usually needed:",
+                ("sudo dmesg | grep -iE 'xid|nvrm' | tail -20", "ps -eo pid,stat,cmd | grep -E ' D ' | grep -v grep",
+                 "sudo reboot"), DOCS_DRIVER), dict(evidence, NVML=nvml.error), "every CUDA program")])
+
     # 2. kernel module vs user-space libraries
     km_ver = km.value.version if km.ok else ""
     user_ver = (nvml.value.driver_version if nvml.ok else "") or (s.nvml_library_version if s else "") or (

@@ -7,6 +7,8 @@ a FAILED fact naming the bug. Gatherers run concurrently; one may depend on othe
 from __future__ import annotations
 
 import importlib
+import math
+import os
 import pkgutil
 import time
 import traceback
@@ -18,15 +20,27 @@ from cudadoctor.model import Fact, FactState
 from cudadoctor.system.base import System
 
 
+def env_seconds(name: str, default: float) -> float:
+    """Seconds from the environment variable `name` when it holds a positive number, else `default`."""
+    try:
+        v = float(os.environ.get(name, ""))
+    except ValueError:
+        return default
+    return v if math.isfinite(v) and v > 0 else default
+
+
 @dataclass
 class Options:
     """What the user asked for that changes how facts are gathered."""
 
     python: Optional[str] = None  # target interpreter; None: the one running cudadoctor
-    timeout_smi: float = 10.0
-    timeout_nvml: float = 15.0
-    timeout_torch: float = 120.0
-    timeout_tool: float = 15.0  # nvcc, ldd, gcc, ...
+    # Defaults can be lowered from the environment (CUDADOCTOR_TIMEOUT_SMI=2 ...): the fault-injection
+    # suite uses this to keep hung-tool cases fast; explicit arguments (check --timeout) still win.
+    timeout_smi: float = field(default_factory=lambda: env_seconds("CUDADOCTOR_TIMEOUT_SMI", 10.0))
+    timeout_nvml: float = field(default_factory=lambda: env_seconds("CUDADOCTOR_TIMEOUT_NVML", 15.0))
+    timeout_torch: float = field(default_factory=lambda: env_seconds("CUDADOCTOR_TIMEOUT_TORCH", 120.0))
+    # nvcc, ldd, ldconfig, ...
+    timeout_tool: float = field(default_factory=lambda: env_seconds("CUDADOCTOR_TIMEOUT_TOOL", 15.0))
     gpu_ops: bool = True  # run the minimal GPU op in the torch child
     extra: dict = field(default_factory=dict)
 
@@ -136,10 +150,16 @@ def facts_from_dict(raw: dict) -> dict:
     out = {}
     for name, d in raw.items():
         if isinstance(d, dict) and "state" in d:
+            vt = types.get(name)
             try:
-                out[name] = Fact.from_dict(d, types.get(name))
+                fact = Fact.from_dict(d, vt)
             except (ValueError, TypeError):
-                out[name] = Fact(FactState.FAILED, None, name, "unreadable fact in saved report")
+                fact = None
+            if fact is not None and fact.value is not None and isinstance(vt, type) and \
+                    not isinstance(fact.value, vt):
+                fact = None  # e.g. a hand-edited report: {"torch": {"value": "a string"}}
+            out[name] = fact if fact is not None else Fact(FactState.FAILED, None, name,
+                                                            "unreadable fact in saved report")
     return out
 
 

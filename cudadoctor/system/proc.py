@@ -13,10 +13,25 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Mapping, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 OUTPUT_CAP = 8 * 1024 * 1024  # bytes kept per stream
 KILL_GRACE_S = 2.0
+
+# Children still running, so that Ctrl-C / SIGTERM can kill them: they run in their own sessions and
+# never see the terminal's signals themselves.
+_LIVE: set = set()
+_LIVE_LOCK = threading.Lock()
+_STOPPING = threading.Event()
+
+
+def kill_all() -> None:
+    """Kill the process group of every child still running and start no new one (cudadoctor is stopping)."""
+    _STOPPING.set()
+    with _LIVE_LOCK:
+        live = list(_LIVE)
+    for p in live:
+        _kill_group(p)
 
 
 @dataclass(frozen=True)
@@ -80,9 +95,12 @@ def child_env(base: Mapping[str, str], overrides: Optional[Mapping[str, str]] = 
 
 def _drain(stream, sink: list, cap: int, flag: list) -> None:
     kept = 0
+    # read1: whatever is there now. read(n) would wait for n bytes or EOF, and a process the tool left
+    # behind holding the pipe would then keep output already written from ever arriving.
+    read = getattr(stream, "read1", stream.read)
     try:
         while True:
-            chunk = stream.read(65536)
+            chunk = read(65536)
             if not chunk:
                 break
             if kept < cap:
@@ -107,6 +125,8 @@ def run(
 ) -> ProcResult:
     argv = tuple(str(a) for a in argv)
     t0 = time.monotonic()
+    if _STOPPING.is_set():
+        return ProcResult(argv, error="not started: cudadoctor is stopping")
     try:
         p = subprocess.Popen(  # noqa: S603 - argv list, no shell
             argv,
@@ -123,6 +143,10 @@ def run(
     except (PermissionError, OSError) as e:
         return ProcResult(argv, error=f"{type(e).__name__}: {e.strerror or e}", elapsed_s=time.monotonic() - t0)
 
+    with _LIVE_LOCK:
+        _LIVE.add(p)
+    if _STOPPING.is_set():  # stopped between the check above and the start
+        _kill_group(p)
     out: list = []
     err: list = []
     trunc = [False]
@@ -133,11 +157,8 @@ def run(
     for t in threads:
         t.start()
     if input_bytes is not None:
-        try:
-            p.stdin.write(input_bytes)
-            p.stdin.close()
-        except (BrokenPipeError, OSError):
-            pass
+        # in a thread: a child that never reads its stdin must not block the write past the timeout
+        threading.Thread(target=_feed, args=(p.stdin, input_bytes), daemon=True).start()
 
     timed_out = False
     try:
@@ -149,9 +170,20 @@ def run(
             rc = p.wait(timeout=KILL_GRACE_S)
         except subprocess.TimeoutExpired:
             rc = None  # stuck (uninterruptible sleep in the driver): abandon it
-    for t in threads:
-        t.join(timeout=KILL_GRACE_S if timed_out else timeout + KILL_GRACE_S)
-    for s in (p.stdout, p.stderr):
+    finally:
+        with _LIVE_LOCK:
+            _LIVE.discard(p)
+    # The process has ended: what it wrote is at most a pipe buffer away, so a short grace suffices. Only
+    # a process it left behind (in another session) can keep the pipes open longer; it is not waited for.
+    deadline = time.monotonic() + KILL_GRACE_S
+    for t in threads:  # one deadline for both streams
+        t.join(timeout=max(0.0, deadline - time.monotonic()))
+    for t, s in zip(threads, (p.stdout, p.stderr)):
+        # A process the tool left behind may still hold the pipe open: its drain thread is then blocked
+        # in read() holding the stream's lock, and close() would block with it. Abandon such a stream;
+        # the daemon thread ends when that process closes its end.
+        if t.is_alive():
+            continue
         try:
             s.close()
         except OSError:
@@ -159,13 +191,94 @@ def run(
     return ProcResult(
         argv,
         returncode=None if timed_out else rc,
-        stdout=b"".join(out).decode("utf-8", errors="replace"),
-        stderr=b"".join(err).decode("utf-8", errors="replace"),
+        stdout=b"".join(list(out)).decode("utf-8", errors="replace"),
+        stderr=b"".join(list(err)).decode("utf-8", errors="replace"),
         elapsed_s=time.monotonic() - t0,
         timed_out=timed_out,
         timeout_s=timeout,
         truncated=trunc[0],
     )
+
+
+def run_lines(
+    argv: Sequence[str],
+    timeout: float,
+    on_line: Callable[[str], None],
+    env: Optional[Mapping[str, str]] = None,
+    cap: int = OUTPUT_CAP,
+) -> ProcResult:
+    """Like `run`, but each stdout line goes to `on_line` as it arrives and is not kept (no cap on
+    stdout); stderr is kept up to `cap`. A timeout kills the process group; lines read before it
+    have been handed over."""
+    argv = tuple(str(a) for a in argv)
+    t0 = time.monotonic()
+    if _STOPPING.is_set():
+        return ProcResult(argv, error="not started: cudadoctor is stopping")
+    try:
+        p = subprocess.Popen(  # noqa: S603 - argv list, no shell
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=dict(env) if env is not None else None, start_new_session=True,
+        )
+    except FileNotFoundError as e:
+        return ProcResult(argv, not_found=True, elapsed_s=time.monotonic() - t0, extra={"os_error": str(e)})
+    except (PermissionError, OSError) as e:
+        return ProcResult(argv, error=f"{type(e).__name__}: {e.strerror or e}", elapsed_s=time.monotonic() - t0)
+
+    with _LIVE_LOCK:
+        _LIVE.add(p)
+    if _STOPPING.is_set():
+        _kill_group(p)
+
+    def pump() -> None:
+        try:
+            for raw in p.stdout:
+                on_line(raw.decode("utf-8", errors="replace").rstrip("\r\n"))
+        except (OSError, ValueError):
+            pass
+
+    err: list = []
+    trunc = [False]
+    threads = [threading.Thread(target=pump, daemon=True),
+               threading.Thread(target=_drain, args=(p.stderr, err, cap, trunc), daemon=True)]
+    for t in threads:
+        t.start()
+    timed_out = False
+    try:
+        rc = p.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill_group(p)
+        try:
+            rc = p.wait(timeout=KILL_GRACE_S)
+        except subprocess.TimeoutExpired:
+            rc = None
+    finally:
+        with _LIVE_LOCK:
+            _LIVE.discard(p)
+    deadline = time.monotonic() + (KILL_GRACE_S if timed_out else timeout + KILL_GRACE_S)
+    for t in threads:  # one deadline for both streams
+        t.join(timeout=max(0.0, deadline - time.monotonic()))
+    for t, s in zip(threads, (p.stdout, p.stderr)):
+        # A process the tool left behind (in another session) may still hold the pipe open: its drain
+        # thread is then blocked in read() holding the stream's lock, and close() would block with it.
+        # Abandon such a stream; the daemon thread ends when that process closes its end.
+        if t.is_alive():
+            continue
+        try:
+            s.close()
+        except OSError:
+            pass
+    return ProcResult(argv, returncode=None if timed_out else rc,
+                      stderr=b"".join(err).decode("utf-8", errors="replace"),
+                      elapsed_s=time.monotonic() - t0, timed_out=timed_out, timeout_s=timeout, truncated=trunc[0])
+
+
+def _feed(stdin, data: bytes) -> None:
+    try:
+        stdin.write(data)
+        stdin.close()
+    except (BrokenPipeError, OSError, ValueError):
+        pass
 
 
 def _kill_group(p: subprocess.Popen) -> None:

@@ -178,15 +178,16 @@ class Faults:
         return r
 
     def cleanup(self) -> None:
-        for pf in self.pidfiles:
+        for pf in self.pidfiles:  # one pid a line: a tool may run several times (nvidia-smi runs twice)
             try:
-                pid = int(pf.read_text().strip())
+                pids = [int(x) for x in pf.read_text().split()]
             except (OSError, ValueError):
                 continue
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
 
 
 def assert_no_traceback(r: Run) -> None:

@@ -333,3 +333,37 @@ def test_fleet_slurm_sinfo_hangs(faults):
     _slurm_tools(faults, "exec sleep 1000\n", "exec sleep 1000\n")
     r = faults.run("fleet", "slurm", "--time-limit", "5", "--alloc-wait", "0", codes=(2,), limit=32)
     assert "sinfo" in r.err and "no answer" in r.err
+
+
+def test_fleet_slurm_interrupted_while_srun_hangs(faults):
+    """Ctrl-C while srun waits: cudadoctor stops at once and srun (its own session) is killed with it."""
+    import signal
+    import time
+
+    from faultkit import PY
+
+    need_command("fleet")
+    pid = faults.pidfile()
+    _slurm_tools(faults, "printf 'node1 idle gpu*\\n'\n", f'echo $$ >> "{pid}"\nexec sleep 1000\n')
+    p = subprocess.Popen([PY, "-m", "cudadoctor", "fleet", "slurm", "--time-limit", "5", "--alloc-wait", "0"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=faults.env, cwd=str(faults.tmp))
+    deadline = time.monotonic() + 30
+    while not (pid.exists() and pid.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert pid.exists(), "the fake srun never started"
+    p.send_signal(signal.SIGINT)
+    try:
+        _, err = p.communicate(timeout=10)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        raise AssertionError("fleet slurm did not stop within 10 s of Ctrl-C")
+    assert p.returncode == 130 and b"Traceback" not in err, err[-1500:]
+    time.sleep(0.3)
+    srun = int(pid.read_text().split()[0])
+    try:
+        with open(f"/proc/{srun}/stat") as f:
+            state = f.read().split(") ")[-1][:1]
+    except OSError:
+        state = "gone"
+    assert state in ("gone", "Z", "X"), "srun was left running"
