@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import os
 import platform as _platform
 import sys
 from typing import Iterable, Optional
@@ -82,4 +83,6 @@ def python_version_of(report: Report) -> str:
     t = report.facts.get("torch")
     if t is not None and t.value is not None and t.value.python_version:
         return t.value.python_version
+    if report.target_python and os.path.realpath(report.target_python) != os.path.realpath(sys.executable):
+        return ""  # another interpreter that did not say: never show cudadoctor's own version for it
     return sys.version.split()[0]

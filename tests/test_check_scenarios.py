@@ -270,3 +270,11 @@ def test_r610_banner_kmd_and_umd_versions():
     smi = r.facts["nvidia_smi"].value
     assert (smi.driver_version, smi.cuda_version, smi.banner_style) == ("610.43.02", "13.3", "kmd-umd")
     assert ids(r)["driver.ok"] == "ok"
+
+
+def test_nvidia_smi_not_executable_while_nvml_answers():
+    fs = h200(smi=False)
+    fs.add_file("/usr/local/nvidia/bin/nvidia-smi", b"\x7fELF")  # present, no execute bit
+    r = check(fs, only=["driver"])
+    assert ids(r)["driver.smi-not-executable"] == "warn"
+    assert "580.159.04" in steps(r)["driver"].summary

@@ -92,7 +92,7 @@ def check_driver(ctx: Context) -> Outcome:
                 DOCS_DRIVER), evidence, "every CUDA program")])
 
     # 3. nvidia-smi present but failing
-    if s is not None and s.problem and smi.state is not FactState.FOUND:
+    if s is not None and s.problem and s.problem != "not-executable" and smi.state is not FactState.FOUND:
         if s.problem == "no-driver":
             return Outcome("the NVIDIA driver is not loaded", [_not_loaded(s.path, s.message, plat)])
         if s.problem == "no-devices":
@@ -125,7 +125,8 @@ def check_driver(ctx: Context) -> Outcome:
             "nvidia-smi did not print the expected report; its own words are in the evidence.",
             Fix("Run it yourself and read the message; check the driver log:",
                 (f"{s.path}", "sudo dmesg | grep -iE 'nvrm|xid' | tail -20")), evidence, "every CUDA program")])
-    if smi.state is FactState.FAILED and s is not None and s.path and not s.driver_version:
+    if smi.state is FactState.FAILED and s is not None and s.path and not s.driver_version and (
+            s.problem != "not-executable" or not view.present):
         # could not even start it (not executable, exec format error)
         evidence["error"] = smi.error
         return Outcome("nvidia-smi cannot run", [Finding(
@@ -161,7 +162,16 @@ def check_driver(ctx: Context) -> Outcome:
 
     summary = f"{view.version}" + (f" (max CUDA {view.cuda})" if view.cuda else "") + f" · {_gpu_summary(view)}"
     findings = []
-    if smi.state is FactState.NOT_FOUND:
+    if s is not None and s.problem == "not-executable":
+        summary += " · nvidia-smi not executable"
+        findings.append(Finding(
+            "driver.smi-not-executable", Status.WARN, smi.error,
+            "The driver answers through NVML, but the nvidia-smi on PATH has lost its execute bit (a damaged "
+            "install or a copy made without permissions); scripts and monitoring that call it fail.",
+            Fix("Restore it from the driver's package:", (f"ls -l {s.path}", f"sudo chmod 755 {s.path}  # or "
+                                                          "reinstall the driver's utilities package")),
+            {"nvidia-smi": s.path}))
+    elif smi.state is FactState.NOT_FOUND:
         summary += " · nvidia-smi not on PATH"
         findings.append(Finding(
             "driver.smi-missing", Status.WARN, "nvidia-smi is not on PATH (the driver itself answers through NVML)",

@@ -84,6 +84,13 @@ def check_torch_cuda(ctx: Context) -> Outcome:
                 "torch.cuda.python-missing", Status.FAIL, tf.error, "",
                 Fix("Point --python at an existing interpreter (the one your program uses):",
                     ("which -a python python3", "cudadoctor check --python /path/to/venv/bin/python")), ev, "torch")])
+        if t is None or not t.stage:
+            return Outcome("the target interpreter cannot run the probe", [Finding(
+                "torch.cuda.python-unusable", Status.FAIL, tf.error,
+                "The interpreter ended before reporting anything, so it never reached torch: it may be too old "
+                "(the probe needs Python 3.6 or newer), not a Python at all, or broken.",
+                Fix("Run it yourself:", (f"{q(py)} --version", f"{q(py)} -c 'import sys; print(sys.version)'")),
+                ev, "torch")])
         return Outcome("the torch probe crashed", [Finding(
             "torch.cuda.probe-crashed", Status.FAIL, tf.error,
             "The interpreter died while using torch. A crash (SIGSEGV/SIGABRT) inside CUDA initialisation points "

@@ -97,6 +97,11 @@ def gather_nvidia_smi(system: System, opts: Options, deps: dict) -> Fact:
     """Run nvidia-smi as a user would, then its CSV query for exact fields."""
     paths = smi_paths(system)
     if not paths:
+        for d in (system.env.get("PATH") or "").split(os.pathsep):
+            cand = os.path.join(d, "nvidia-smi") if d else ""
+            if cand and system.exists(cand) and not system.is_dir(cand):
+                return Fact.failed(cand, f"{cand} exists but is not executable (permission bits)",
+                                   value=SmiInfo(path=cand, all_paths=[cand], problem="not-executable"))
         return Fact.not_found("PATH", "nvidia-smi is not on PATH")
     smi = paths[0]
     argv_csv = [smi, f"--query-gpu={SMI_QUERY}", "--format=csv,noheader,nounits"]

@@ -21,9 +21,8 @@ def render_console(report, env, verbose: bool = False, python_version: str = "",
         console.print(escape(scrub(text)) if not style else f"[{style}]{escape(scrub(text))}[/{style}]")
 
     head = f"cudadoctor {report.tool_version} · {report.platform}"
-    if python_version:
-        head += f" · Python {python_version}"
-    head += f" ({report.target_python})"
+    head += f" · Python {python_version} ({report.target_python})" if python_version else (
+        f" · target interpreter {report.target_python}")
     if report.source != "live":
         head += f" · re-judged from {report.source}"
     say(head, "bold")

@@ -83,11 +83,20 @@ class ProcResult:
         return (self.stdout + ("\n" if self.stdout and self.stderr else "") + self.stderr).strip()
 
 
+def jit_cache_dir() -> str:
+    from cudadoctor.paths import cache_dir
+
+    return str(cache_dir() / "nv-compute-cache")
+
+
 def child_env(base: Mapping[str, str], overrides: Optional[Mapping[str, str]] = None) -> dict:
     env = dict(base)
     env["LC_ALL"] = "C"
     env["LANG"] = "C"
     env["PYTHONDONTWRITEBYTECODE"] = "1"  # read-only: a child interpreter must not write .pyc files
+    # read-only: a PTX JIT in a child (a probe build for an older arch, a torch without SASS for this
+    # GPU) would otherwise fill the user's ~/.nv/ComputeCache; cudadoctor's own cache dir takes it
+    env["CUDA_CACHE_PATH"] = jit_cache_dir()
     if overrides:
         env.update(overrides)
     return env
