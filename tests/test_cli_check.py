@@ -143,3 +143,13 @@ def test_strict_makes_warnings_fail(tmp_path):
     p = run_cli("check", "--only", "toolkit.nvcc", "--strict", env={"CUDA_HOME": str(tmp_path / "nope"),
                                                                     "PATH": "/usr/bin:/bin"})
     assert p.returncode == 1
+
+
+def test_children_get_cudadoctors_jit_cache_and_srun_the_users_environment(tmp_path):
+    from cudadoctor.system import proc
+
+    base = {"PATH": "/usr/bin", "CUDA_CACHE_PATH": "/home/u/.nv/cache", "LANG": "de_DE.UTF-8"}
+    env = proc.child_env(base)
+    assert env["CUDA_CACHE_PATH"].endswith("nv-compute-cache") and env["LC_ALL"] == "C"
+    back = proc.child_env(base, proc.user_env_overrides(base))
+    assert back == base  # the user's own values, nothing added

@@ -25,6 +25,7 @@ from typing import Callable, Iterator, Optional
 
 from cudadoctor.fleet.node import from_report, natural_key, not_answered
 from cudadoctor.system.base import System
+from cudadoctor.system.proc import user_env_overrides
 
 TAG = "cudadoctor-fleet"
 CHUNK = 900  # characters of base64 per line: with the tag and node name, well under 1024 bytes
@@ -59,7 +60,8 @@ def node_lines(system: System, time_limit: float, python: Optional[str] = None, 
         argv += ["--python", python]
     if strict:
         argv.append("--strict")
-    res = system.run(argv, timeout=time_limit)
+    # the check must judge this node's own environment, not the one cudadoctor gives its children
+    res = system.run(argv, timeout=time_limit, env=user_env_overrides(system.env))
     out = res.stdout.strip()
     payload = {
         "node": node, "host": host, "rc": res.returncode, "timed_out": res.timed_out,
@@ -223,7 +225,8 @@ def _last_line(text: str) -> str:
 def collect(system: System, p: Plan, on_node: Optional[Callable[[str], None]] = None) -> tuple:
     """Run the plan's srun. ([NodeRecord], {node: report dict}, meta)."""
     col = Collector(on_node=on_node)
-    res = system.run_lines(p.argv, p.timeout, col)
+    # srun carries this environment to the nodes' cudadoctor, which must see the user's own
+    res = system.run_lines(p.argv, p.timeout, col, env=user_env_overrides(system.env))
     if res.not_found or res.error:
         raise SlurmError(f"could not run srun: {res.describe()}")
     if not col.started and not col.chunks:

@@ -89,7 +89,13 @@ def jit_cache_dir() -> str:
     return str(cache_dir() / "nv-compute-cache")
 
 
-def child_env(base: Mapping[str, str], overrides: Optional[Mapping[str, str]] = None) -> dict:
+#: what child_env changes in a child's environment
+CHILD_ENV_KEYS = ("LC_ALL", "LANG", "PYTHONDONTWRITEBYTECODE", "CUDA_CACHE_PATH")
+
+
+def child_env(base: Mapping[str, str], overrides: Optional[Mapping[str, Optional[str]]] = None) -> dict:
+    """The environment of a child: the user's, made predictable and read-only. An override of None
+    removes the variable."""
     env = dict(base)
     env["LC_ALL"] = "C"
     env["LANG"] = "C"
@@ -97,9 +103,18 @@ def child_env(base: Mapping[str, str], overrides: Optional[Mapping[str, str]] = 
     # read-only: a PTX JIT in a child (a probe build for an older arch, a torch without SASS for this
     # GPU) would otherwise fill the user's ~/.nv/ComputeCache; cudadoctor's own cache dir takes it
     env["CUDA_CACHE_PATH"] = jit_cache_dir()
-    if overrides:
-        env.update(overrides)
+    for k, v in (overrides or {}).items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
     return env
+
+
+def user_env_overrides(base: Mapping[str, str]) -> dict:
+    """Overrides that give a child the user's own values of what child_env changes: for launchers
+    such as srun that carry the environment to another cudadoctor, which must judge the user's."""
+    return {k: base.get(k) for k in CHILD_ENV_KEYS}
 
 
 def _drain(stream, sink: list, cap: int, flag: list) -> None:
