@@ -80,3 +80,20 @@ def test_missing_facts_never_raise():
         for facts in ({}, {"torch": Fact.failed("torch", "boom"), "nvml": Fact.timeout("nvml")}):
             p = personal.personalise(m, facts, personal.load_matrix())
             assert not any("could not personalise" in n for n in p.notes), (m.id, p.notes)
+
+
+def test_no_kernel_image_names_the_binary_the_scan_found():
+    from cudadoctor.probes.scan import ScanFile, ScanInfo
+
+    sp = "/venv/lib/python3.12/site-packages"
+    info = ScanInfo(python="/venv/bin/python", site_packages=[sp], files=[
+        ScanFile(f"{sp}/flash_attn_2_cuda.so", "flash_attn_2_cuda.so", "elf", ["sm_80"], []),
+        ScanFile(f"{sp}/nvidia/cu13/lib/libcufft.so.12", "nvidia", "elf", ["sm_75"], [])])
+    m = match_of("RuntimeError: CUDA error: no kernel image is available for execution on the device\n",
+                 "no-kernel-image")
+    facts = {"nvml": nvml("9.0", name="NVIDIA H200", driver="580.159.04", cuda="13.0"),
+             "torch": torch("2.11.0+cu130", "13.0", ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]),
+             "probe_scan": Fact.found(info)}
+    p = personal.personalise(m, facts, personal.load_matrix())
+    text = " ".join(p.notes)
+    assert f"{sp}/flash_attn_2_cuda.so" in text and "libcufft" not in text

@@ -56,6 +56,20 @@ def load_matrix():
 # ---------------------------------------------------------------- fact readers
 
 
+def scan_culprits(facts: dict, cc: tuple) -> list:
+    """(package, path) of the binaries in the target's site-packages that cannot run on `cc`, from the
+    probe_scan fact (NVIDIA's own libraries are not judged by their fatbin there)."""
+    info = _val(facts, "probe_scan")
+    if info is None or not getattr(info, "files", None):
+        return []
+    try:
+        from cudadoctor.probes.scan import CANNOT_RUN, judge
+
+        return [(j.file.package, j.file.path) for j in judge(info, cc) if j.verdict in CANNOT_RUN]
+    except Exception:  # noqa: BLE001 - personalisation is best effort
+        return []
+
+
 def _val(facts: dict, name: str):
     f = facts.get(name)
     return f.value if f is not None and getattr(f, "ok", False) else None
@@ -259,8 +273,14 @@ def _arch(match, facts, m, out: Personal) -> None:
             out.notes.append(f"{who} has native kernels for cc {compat.cc_str(cc)}")
     if match.id == "no-kernel-image" and ccs and t is not None and not lacking:
         pkg, path = culprit_binary(match.before, match.evidence[0].text if match.evidence else "")
+        found = scan_culprits(facts, ccs[0])
+        if not path and found:  # the traceback named none: the scan of site-packages does
+            pkg, path = found[0]
         where = f"{pkg} ({path})" if pkg else (path or "a compiled extension")
         out.notes.append(f"torch itself supports this GPU, so the kernel is missing from {where}")
+        for fpkg, fpath in found[:5]:
+            out.notes.append(f"scan of site-packages: {fpath} ({fpkg}) has no kernel image for cc "
+                             f"{compat.cc_str(ccs[0])}")
         archs = ";".join(compat.cc_str(c) for c in sorted(set(ccs)))
         py = t.python or "python"
         if path:
