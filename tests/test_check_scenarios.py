@@ -278,3 +278,13 @@ def test_nvidia_smi_not_executable_while_nvml_answers():
     r = check(fs, only=["driver"])
     assert ids(r)["driver.smi-not-executable"] == "warn"
     assert "580.159.04" in steps(r)["driver"].summary
+
+
+def test_major_mismatch_suggests_a_variant_this_torch_release_has():
+    v121 = "Cuda compilation tools, release 12.1, V12.1.105\n"
+    fs = h200(nvcc=False, env={"CUDA_HOME": None, "PATH": "/opt/fake/bin:/usr/local/nvidia/bin:/usr/bin:/bin"})
+    fs.symlinks.clear()
+    fs.add_exe("/opt/fake/bin/nvcc", FakeCmd(v121))
+    r = check(fs, only=["toolkit.nvcc"])
+    cmds = _fix_cmds(r, "toolkit.nvcc")
+    assert "torch==2.11.0 --index-url https://download.pytorch.org/whl/cu12" in cmds and "cu121" not in cmds

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from cudadoctor.checks.common import cu_tag, major_minor, q
+from cudadoctor.checks.common import cu_tag, major_minor, q, torch_base_version
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.model import Finding, Fix, Status
 
@@ -30,6 +30,21 @@ def _install_for(tk, nvcc: str):
         if i.nvcc == nvcc or i.realpath == nvcc or os.path.join(i.root, "bin", "nvcc") == nvcc:
             return i
     return None
+
+
+def same_major_variant(ctx: Context, torch_version: str, major: int) -> str:
+    """The newest cuXYZ wheel variant of this torch release built for CUDA `major`.x ('' if none):
+    only the major must match for extension builds."""
+    m = ctx.matrix
+    try:
+        variants = m.torch_variants(torch_version) if hasattr(m, "torch_variants") else []
+    except Exception:  # noqa: BLE001 - the matrix is best effort here
+        variants = []
+    same = [v for v in variants or [] if major_minor(v.get("cuda")) and major_minor(v.get("cuda"))[0] == major]
+    if not same:
+        return ""
+    best = max(same, key=lambda v: major_minor(v.get("cuda")))
+    return str(best.get("cu") or best.get("cu_tag") or cu_tag(best.get("cuda")))
 
 
 def builds_extensions(env: dict) -> bool:
@@ -129,8 +144,11 @@ def check_nvcc(ctx: Context) -> Outcome:
             cmds.append(f"export CUDA_HOME={match_root} PATH={match_root}/bin:$PATH")
         else:
             cmds.append(f"sudo apt install cuda-toolkit-{torch_cuda.replace('.', '-')}  # a toolkit matching torch")
-        cmds.append(f"# or install torch built for CUDA {chosen.version}: pip install torch --index-url "
-                    f"https://download.pytorch.org/whl/{cu_tag(chosen.version)}")
+        alt = same_major_variant(ctx, t.version, nv[0])
+        if alt:
+            cmds.append(f"# or keep this nvcc and install torch {torch_base_version(t.version)} built for CUDA "
+                        f"{nv[0]}.x: {q(t.python or 'python')} -m pip install --force-reinstall "
+                        f"torch=={torch_base_version(t.version)} --index-url https://download.pytorch.org/whl/{alt}")
         findings.insert(0, Finding(
             "toolkit.nvcc.major-mismatch", Status.FAIL,
             f"nvcc {chosen.version} ({chosen.where}) ≠ torch CUDA {torch_cuda}: extension builds will fail",
