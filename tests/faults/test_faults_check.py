@@ -227,7 +227,7 @@ def test_target_prints_junk_before_its_json(faults):
 def test_target_dies_without_a_word(faults):
     py = write_tool(faults.tmp / "target", "python", "exit 3\n")
     r = faults.run("check", "--json", "--python", py, "--only", "torch.cuda", codes=(1,))
-    f = r.finding("torch.cuda.probe-crashed")
+    f = r.finding("torch.cuda.python-unusable")  # it never reported a stage: the interpreter, not CUDA
     assert "exit code 3" in f["summary"]
 
 
@@ -240,7 +240,7 @@ def test_target_is_python2(faults):
         exit 1
         """)
     r = faults.run("check", "--json", "--python", py, "--only", "torch.cuda", codes=(1,))
-    f = r.finding("torch.cuda.probe-crashed")
+    f = r.finding("torch.cuda.python-unusable")
     assert "SyntaxError" in f["summary"] and "exit code 1" in f["summary"]
 
 
