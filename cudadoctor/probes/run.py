@@ -23,13 +23,14 @@ from cudadoctor.compat import (
     sass_runs_on,
     select_for_binary,
 )
+from cudadoctor.facts.registry import env_seconds
 from cudadoctor.probes import build as B
 from cudadoctor.probes import fatbin
 from cudadoctor.probes.launch import MARK
 
-LAUNCH_TIMEOUT = 120.0
+LAUNCH_TIMEOUT = env_seconds("CUDADOCTOR_TIMEOUT_PROBE", 120.0)
 RUNTIME_TIMEOUT = 60.0
-DEVICE_TIMEOUT = 30.0
+DEVICE_TIMEOUT = min(30.0, LAUNCH_TIMEOUT)
 
 ERROR_VERDICTS = {209: NO_IMAGE, 222: PTX_TOO_NEW}
 

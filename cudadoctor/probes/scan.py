@@ -13,10 +13,19 @@ import time
 from dataclasses import dataclass, field
 from typing import Optional
 
-from cudadoctor.compat import NATIVE, NO_IMAGE, PTX_JIT, PTX_TOO_NEW, parse_cc, select_for_binary, select_image
+from cudadoctor.compat import (
+    NATIVE,
+    NO_IMAGE,
+    PTX_JIT,
+    PTX_TOO_NEW,
+    parse_cc,
+    select_for_binary,
+    select_image,
+)
+from cudadoctor.facts.registry import env_seconds
 from cudadoctor.probes import fatbin
 
-SITE_TIMEOUT = 30.0
+SITE_TIMEOUT = env_seconds("CUDADOCTOR_TIMEOUT_TOOL", 30.0)
 MAX_FILES = 400_000
 
 _SITE_SNIPPET = (
