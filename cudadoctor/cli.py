@@ -59,6 +59,16 @@ def fail_usage(message: str) -> "typer.Exit":
     return typer.Exit(EXIT_USAGE)
 
 
+def check_python_option(python) -> None:
+    """`--python PATH` must name an executable file (the target interpreter); else a usage error."""
+    if python is None:
+        return
+    if not python.strip():
+        raise fail_usage("--python needs a path to an interpreter")
+    if not (os.path.isfile(python) and os.access(python, os.X_OK)):
+        raise fail_usage(f"--python {python}: no executable file there")
+
+
 def _stop_on_signal(signum, frame) -> None:  # pragma: no cover - exercised by tests/faults
     """Ctrl-C or SIGTERM: kill the children (they run in their own sessions and never get the signal),
     then leave at once instead of waiting for worker threads that wait on them."""

@@ -10,6 +10,11 @@ DOCS_DRIVER = "https://docs.nvidia.com/datacenter/tesla/driver-installation-guid
 DOCS_CONTAINER = "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html"
 
 
+HANG_FIX = Fix("Look for Xid errors and stuck processes; a reset or reboot is usually needed:",
+               ("sudo dmesg | grep -iE 'xid|nvrm' | tail -20", "ps -eo pid,stat,cmd | grep -E ' D ' | grep -v grep",
+                "sudo reboot"), DOCS_DRIVER)
+
+
 def _gpu_summary(view) -> str:
     n = len(view.gpus)
     if not n:
@@ -54,9 +59,7 @@ def check_driver(ctx: Context) -> Outcome:
             "driver.smi-hang", Status.FAIL, smi.error,
             "A hung nvidia-smi means the driver or a GPU is wedged (often after an Xid error, a GPU that fell "
             "off the bus, or a stuck process holding the device). CUDA programs will hang the same way.",
-            Fix("Look for Xid errors and stuck processes; a reset or reboot is usually needed:",
-                ("sudo dmesg | grep -iE 'xid|nvrm' | tail -20", "ps -eo pid,stat,cmd | grep -E ' D ' | grep -v grep",
-                 "sudo reboot"), DOCS_DRIVER), evidence, "every CUDA program")])
+            HANG_FIX, evidence, "every CUDA program")])
 
     # 1b. NVML hangs and nvidia-smi gives no working answer to set against it: same meaning, named for NVML
     if nvml.state is FactState.TIMEOUT and smi.state is not FactState.FOUND:
@@ -64,9 +67,7 @@ def check_driver(ctx: Context) -> Outcome:
             "driver.nvml-hang", Status.FAIL, nvml.error,
             "NVML (libnvidia-ml, what nvidia-smi itself uses) did not answer: the driver or a GPU is wedged, "
             "or a stuck process holds the device. CUDA programs will hang the same way.",
-            Fix("Look for Xid errors and stuck processes; a reset or reboot is usually needed:",
-                ("sudo dmesg | grep -iE 'xid|nvrm' | tail -20", "ps -eo pid,stat,cmd | grep -E ' D ' | grep -v grep",
-                 "sudo reboot"), DOCS_DRIVER), dict(evidence, NVML=nvml.error), "every CUDA program")])
+            HANG_FIX, dict(evidence, NVML=nvml.error), "every CUDA program")])
 
     # 2. kernel module vs user-space libraries
     km_ver = km.value.version if km.ok else ""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Optional
 
 import typer
@@ -25,10 +24,9 @@ def register(app: typer.Typer) -> None:
         """Measure launch cost (eager vs CUDA graph), copy bandwidth and matmul rates, next to what this GPU
         should reach, with likely causes for figures far below. Exit 0: measured (warnings allowed), 1: a
         measurement failed or gave wrong results, 2: usage error."""
-        from cudadoctor.cli import fail_usage
+        from cudadoctor.cli import check_python_option, fail_usage
 
-        if python is not None and not (os.path.isfile(python) and os.access(python, os.X_OK)):
-            raise fail_usage(f"--python {python}: no executable file there")
+        check_python_option(python)
         if device < 0:
             raise fail_usage("--device must be 0 or more")
         if timeout is not None and timeout <= 0:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import List, Optional
 
 import typer
@@ -27,7 +26,7 @@ def register(app: typer.Typer) -> None:
         """Run the ordered checklist, lowest layer first. Exit 0: nothing failed, 1: a check failed, 2: usage
         error or a check crashed."""
         from cudadoctor.checks import registry as checks
-        from cudadoctor.cli import fail_usage
+        from cudadoctor.cli import check_python_option, fail_usage
 
         if json_out and markdown:
             raise fail_usage("--json and --markdown cannot be used together")
@@ -35,11 +34,7 @@ def register(app: typer.Typer) -> None:
         if bad:
             known = ", ".join(s.id for s in checks.ordered())
             raise fail_usage(f"unknown step id {', '.join(bad)} (known: {known}; `cudadoctor checks` lists them)")
-        if python is not None:
-            if not python.strip():
-                raise fail_usage("--python needs a path to an interpreter")
-            if not (os.path.isfile(python) and os.access(python, os.X_OK)):
-                raise fail_usage(f"--python {python}: no executable file there")
+        check_python_option(python)
         from cudadoctor.doctor import python_version_of, run_check
         from cudadoctor.facts.registry import Options
         from cudadoctor.system.host import HostSystem

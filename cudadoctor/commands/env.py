@@ -23,12 +23,13 @@ def register(app: typer.Typer) -> None:
 
         from cudadoctor.checks.environment import doc_for
         from cudadoctor.cli import fail_usage
-        from cudadoctor.commands.libs import GLYPH, print_findings, run_steps_for, validate_python
+        from cudadoctor.cli import check_python_option
+        from cudadoctor.commands.libs import GLYPH, print_findings, run_steps_for
         from cudadoctor.redact import Redactor
 
         if json_out and markdown:
             raise fail_usage("--json and --markdown cannot be used together")
-        validate_python(python)
+        check_python_option(python)
         system, report = run_steps_for(["environment"], python, timeout)
         redact = Redactor(system.env, hide_identity=markdown, user=system.username(), host=system.hostname())
         ef = report.facts.get("env")

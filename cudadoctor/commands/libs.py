@@ -2,19 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from typing import Optional
 
 import typer
 
 GLYPH = {"ok": "✓", "warn": "!", "fail": "✗", "skip": "-", "error": "E"}
-
-
-def validate_python(python: Optional[str]) -> None:
-    from cudadoctor.cli import fail_usage
-
-    if python is not None and not (python.strip() and os.path.isfile(python) and os.access(python, os.X_OK)):
-        raise fail_usage(f"--python {python!r}: no executable file there")
 
 
 def print_findings(step, redact, verbose: bool = False) -> None:
@@ -55,7 +47,9 @@ def register(app: typer.Typer) -> None:
         from cudadoctor.model import to_jsonable
         from cudadoctor.redact import Redactor
 
-        validate_python(python)
+        from cudadoctor.cli import check_python_option
+
+        check_python_option(python)
         system, report = run_steps_for(["libraries"], python, timeout)
         redact = Redactor(system.env)
         lf = report.facts.get("libs")

@@ -24,7 +24,7 @@ def register(app: typer.Typer) -> None:
         """Walk the target interpreter's site-packages (torch, flash_attn, xformers, vllm, any extension), read
         the archs inside every CUDA binary, and name those that cannot run on this GPU: the "no kernel image"
         culprit before it crashes. Exit 0: all run, 1: some cannot, 2: bad input or nothing to judge against."""
-        from cudadoctor.cli import fail_usage
+        from cudadoctor.cli import check_python_option, fail_usage
         from cudadoctor.compat import cc_str, parse_cc
         from cudadoctor.probes.scan import CANNOT_RUN, arch_list_verdict, judge, scan_dirs, scan_python
         from cudadoctor.system.host import HostSystem
@@ -35,8 +35,7 @@ def register(app: typer.Typer) -> None:
             target = parse_cc(cc)
             if target is None:
                 raise fail_usage(f"--cc {cc!r} is not a compute capability (e.g. 9.0, 8.6, 12.0)")
-        if python is not None and not (os.path.isfile(python) and os.access(python, os.X_OK)):
-            raise fail_usage(f"--python {python}: no executable file there")
+        check_python_option(python)
         if path is not None and not os.path.isdir(path):
             raise fail_usage(f"--path {path}: not a folder")
         if target is None:

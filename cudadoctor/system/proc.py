@@ -7,6 +7,7 @@ than waited for. Output is captured up to a cap so a tool that spews cannot exha
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -147,6 +148,42 @@ def run(
     input_bytes: Optional[bytes] = None,
     cap: int = OUTPUT_CAP,
 ) -> ProcResult:
+    out: list = []
+    trunc = [False]
+    res = _run(argv, timeout, env, cwd, input_bytes, cap, trunc,
+               lambda p: threading.Thread(target=_drain, args=(p.stdout, out, cap, trunc), daemon=True))
+    if res.started:
+        res = dataclasses.replace(res, stdout=b"".join(list(out)).decode("utf-8", errors="replace"),
+                                  truncated=trunc[0])
+    return res
+
+
+def run_lines(
+    argv: Sequence[str],
+    timeout: float,
+    on_line: Callable[[str], None],
+    env: Optional[Mapping[str, str]] = None,
+    cap: int = OUTPUT_CAP,
+) -> ProcResult:
+    """Like `run`, but each stdout line goes to `on_line` as it arrives and is not kept (no cap on
+    stdout); stderr is kept up to `cap`. A timeout kills the process group; lines read before it
+    have been handed over."""
+    def pump_of(p: subprocess.Popen) -> threading.Thread:
+        def pump() -> None:
+            try:
+                for raw in p.stdout:
+                    on_line(raw.decode("utf-8", errors="replace").rstrip("\r\n"))
+            except (OSError, ValueError):
+                pass
+
+        return threading.Thread(target=pump, daemon=True)
+
+    return _run(argv, timeout, env, None, None, cap, [False], pump_of)
+
+
+def _run(argv, timeout, env, cwd, input_bytes, cap, trunc, stdout_reader) -> ProcResult:
+    """Start `argv` in its own session, read stdout with `stdout_reader(p)` and stderr into the result,
+    wait at most `timeout`, then kill the group. The result's stdout is left to the caller."""
     argv = tuple(str(a) for a in argv)
     t0 = time.monotonic()
     if _STOPPING.is_set():
@@ -171,13 +208,8 @@ def run(
         _LIVE.add(p)
     if _STOPPING.is_set():  # stopped between the check above and the start
         _kill_group(p)
-    out: list = []
     err: list = []
-    trunc = [False]
-    threads = [
-        threading.Thread(target=_drain, args=(p.stdout, out, cap, trunc), daemon=True),
-        threading.Thread(target=_drain, args=(p.stderr, err, cap, trunc), daemon=True),
-    ]
+    threads = [stdout_reader(p), threading.Thread(target=_drain, args=(p.stderr, err, cap, trunc), daemon=True)]
     for t in threads:
         t.start()
     if input_bytes is not None:
@@ -202,99 +234,25 @@ def run(
     deadline = time.monotonic() + KILL_GRACE_S
     for t in threads:  # one deadline for both streams
         t.join(timeout=max(0.0, deadline - time.monotonic()))
-    for t, s in zip(threads, (p.stdout, p.stderr)):
+    for t, stream in zip(threads, (p.stdout, p.stderr)):
         # A process the tool left behind may still hold the pipe open: its drain thread is then blocked
         # in read() holding the stream's lock, and close() would block with it. Abandon such a stream;
         # the daemon thread ends when that process closes its end.
         if t.is_alive():
             continue
         try:
-            s.close()
+            stream.close()
         except OSError:
             pass
     return ProcResult(
         argv,
         returncode=None if timed_out else rc,
-        stdout=b"".join(list(out)).decode("utf-8", errors="replace"),
         stderr=b"".join(list(err)).decode("utf-8", errors="replace"),
         elapsed_s=time.monotonic() - t0,
         timed_out=timed_out,
         timeout_s=timeout,
         truncated=trunc[0],
     )
-
-
-def run_lines(
-    argv: Sequence[str],
-    timeout: float,
-    on_line: Callable[[str], None],
-    env: Optional[Mapping[str, str]] = None,
-    cap: int = OUTPUT_CAP,
-) -> ProcResult:
-    """Like `run`, but each stdout line goes to `on_line` as it arrives and is not kept (no cap on
-    stdout); stderr is kept up to `cap`. A timeout kills the process group; lines read before it
-    have been handed over."""
-    argv = tuple(str(a) for a in argv)
-    t0 = time.monotonic()
-    if _STOPPING.is_set():
-        return ProcResult(argv, error="not started: cudadoctor is stopping")
-    try:
-        p = subprocess.Popen(  # noqa: S603 - argv list, no shell
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=dict(env) if env is not None else None, start_new_session=True,
-        )
-    except FileNotFoundError as e:
-        return ProcResult(argv, not_found=True, elapsed_s=time.monotonic() - t0, extra={"os_error": str(e)})
-    except (PermissionError, OSError) as e:
-        return ProcResult(argv, error=f"{type(e).__name__}: {e.strerror or e}", elapsed_s=time.monotonic() - t0)
-
-    with _LIVE_LOCK:
-        _LIVE.add(p)
-    if _STOPPING.is_set():
-        _kill_group(p)
-
-    def pump() -> None:
-        try:
-            for raw in p.stdout:
-                on_line(raw.decode("utf-8", errors="replace").rstrip("\r\n"))
-        except (OSError, ValueError):
-            pass
-
-    err: list = []
-    trunc = [False]
-    threads = [threading.Thread(target=pump, daemon=True),
-               threading.Thread(target=_drain, args=(p.stderr, err, cap, trunc), daemon=True)]
-    for t in threads:
-        t.start()
-    timed_out = False
-    try:
-        rc = p.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _kill_group(p)
-        try:
-            rc = p.wait(timeout=KILL_GRACE_S)
-        except subprocess.TimeoutExpired:
-            rc = None
-    finally:
-        with _LIVE_LOCK:
-            _LIVE.discard(p)
-    deadline = time.monotonic() + (KILL_GRACE_S if timed_out else timeout + KILL_GRACE_S)
-    for t in threads:  # one deadline for both streams
-        t.join(timeout=max(0.0, deadline - time.monotonic()))
-    for t, s in zip(threads, (p.stdout, p.stderr)):
-        # A process the tool left behind (in another session) may still hold the pipe open: its drain
-        # thread is then blocked in read() holding the stream's lock, and close() would block with it.
-        # Abandon such a stream; the daemon thread ends when that process closes its end.
-        if t.is_alive():
-            continue
-        try:
-            s.close()
-        except OSError:
-            pass
-    return ProcResult(argv, returncode=None if timed_out else rc,
-                      stderr=b"".join(err).decode("utf-8", errors="replace"),
-                      elapsed_s=time.monotonic() - t0, timed_out=timed_out, timeout_s=timeout, truncated=trunc[0])
 
 
 def _feed(stdin, data: bytes) -> None:
