@@ -17,6 +17,7 @@ from typing import Callable, Optional
 from cudadoctor.bench import judge
 from cudadoctor.bench.peaks import GpuPeaks, expectations, find_peaks
 from cudadoctor.bench.records import BenchRun, build_run, parse_records
+from cudadoctor.child.records import stop_reason as child_stop_reason
 from cudadoctor.facts.types import NvmlGpu
 from cudadoctor.model import Fact, Status
 from cudadoctor.system.base import System
@@ -93,18 +94,7 @@ class BenchResult:
 
 def stop_reason(res: ProcResult, run: BenchRun, what: str = "the bench child") -> str:
     """Why the child stopped before its end ('' when it finished)."""
-    doing = run.doing()
-    if res.timed_out:
-        return f"{what} gave no answer within {res.timeout_s:g} s while {doing} (killed)"
-    if run.crash:
-        return f"{what} failed while {doing}: {run.crash}"
-    if res.signal_name:
-        return f"{what} was killed by {res.signal_name} while {doing}"
-    if not run.done:
-        tail = (res.stderr or res.stdout).strip()[-300:]
-        return f"{what} ended without a report (exit code {res.returncode}) while {doing}" + (
-            f": {tail}" if tail else "")
-    return ""
+    return child_stop_reason(res, what, run.doing(), run.crash, run.done)
 
 
 def pick_gpu(nvml_fact: Optional[Fact], uuid: str, index: int) -> Optional[NvmlGpu]:

@@ -106,3 +106,9 @@ def cu_tag(cuda: str) -> str:
 def q(s: str) -> str:
     """Quote a path for a shell command line the user will copy."""
     return shlex.quote(s)
+
+
+def ld_without(entries: list, drop: set) -> str:
+    """The command that sets LD_LIBRARY_PATH to `entries` without `drop` (or unsets it when none remain)."""
+    keep = [e for e in entries if e not in drop]
+    return f"export LD_LIBRARY_PATH={q(':'.join(keep))}" if keep else "unset LD_LIBRARY_PATH"

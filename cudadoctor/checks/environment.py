@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 
-from cudadoctor.checks.common import driver_view, major_minor, q, visible_ordinals
+from cudadoctor.checks.common import driver_view, major_minor, q, visible_ordinals, ld_without
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.compat import Arch, ptx_jits_on, sass_runs_on
 from cudadoctor.model import Finding, Fix, Status
@@ -248,21 +248,21 @@ def check_environment(ctx: Context) -> Outcome:
                                     detail="The stub libcuda.so found there replaces the driver's at run time "
                                            "(CUDA error 34). Stubs belong in LIBRARY_PATH, for linking only.",
                                     fix=Fix("Remove it from LD_LIBRARY_PATH.",
-                                            (_ld_without(ldp, set(stubs)),), DOCS_ENV),
+                                            (ld_without(ldp, set(stubs)),), DOCS_ENV),
                                     evidence={"LD_LIBRARY_PATH": ":".join(ldp)}))
         if other_tk:
             findings.append(Finding("env.ld-library-path.other-toolkit", Status.WARN,
                                     f"LD_LIBRARY_PATH names another CUDA major's libraries: {', '.join(other_tk)} "
                                     f"(torch uses CUDA {torch_cuda[0]}.{torch_cuda[1]})",
                                     detail="Those folders are searched before torch's own libraries.",
-                                    fix=Fix("Remove them when running torch.", (_ld_without(ldp, set(other_tk)),)),
+                                    fix=Fix("Remove them when running torch.", (ld_without(ldp, set(other_tk)),)),
                                     evidence={"LD_LIBRARY_PATH": ":".join(ldp)}))
         if system_missing:
             findings.append(Finding("env.ld-library-path.missing-dirs", Status.WARN,
                                     f"LD_LIBRARY_PATH names folders that do not exist: {', '.join(system_missing)}",
                                     detail="Harmless to the loader, but usually left over from an uninstalled "
                                            "toolkit or a mistyped path.",
-                                    fix=Fix("Remove them.", (_ld_without(ldp, set(system_missing)),)),
+                                    fix=Fix("Remove them.", (ld_without(ldp, set(system_missing)),)),
                                     evidence={"LD_LIBRARY_PATH": ":".join(ldp)}))
     libp = [e for e in env.get("LIBRARY_PATH", "").split(":") if e]
     if libp:
@@ -413,6 +413,3 @@ def _suggest(gpus: list) -> str:
     return ";".join(f"{a}.{b}" for a, b in ccs) or "8.0;9.0"
 
 
-def _ld_without(entries: list, drop: set) -> str:
-    keep = [e for e in entries if e not in drop]
-    return f"export LD_LIBRARY_PATH={q(':'.join(keep))}" if keep else "unset LD_LIBRARY_PATH"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cudadoctor.checks.common import q
+from cudadoctor.checks.common import q, ld_without
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.facts import libs as L
 from cudadoctor.model import Finding, Fix, Status
@@ -39,10 +39,6 @@ def _where(lf) -> str:
 def _vkey(v: str) -> tuple:
     return tuple(int(x) for x in v.split(".") if x.isdigit())
 
-
-def ld_without(entries: list, drop: set) -> str:
-    keep = [e for e in entries if e not in drop]
-    return f"export LD_LIBRARY_PATH={q(':'.join(keep))}" if keep else "unset LD_LIBRARY_PATH"
 
 
 def _python(ctx: Context) -> str:

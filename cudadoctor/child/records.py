@@ -25,3 +25,21 @@ def parse_marked(stdout: str, mark: str, key: Optional[str] = None) -> list:
         if isinstance(rec, dict) and (key is None or isinstance(rec.get(key), str)):
             out.append(rec)
     return out
+
+
+def stop_reason(res, what: str, doing: str, crash: str = "", finished: bool = True, tail: int = 300) -> str:
+    """Why a child that reports in marked lines stopped before its end ('' when it finished).
+
+    `res` is its ProcResult, `doing` what it was busy with after its last record, `crash` the error a
+    crash record carried, `finished` whether its final record arrived."""
+    if res.timed_out:
+        return f"{what} gave no answer within {res.timeout_s:g} s while {doing} (killed)"
+    if crash:
+        return f"{what} failed while {doing}: {crash}"
+    if res.signal_name:
+        return f"{what} was killed by {res.signal_name} while {doing}"
+    if not finished:
+        text = (res.stderr or res.stdout).strip()[-tail:]
+        return f"{what} ended without a report (exit code {res.returncode}) while {doing}" + (
+            f": {text}" if text else "")
+    return ""

@@ -433,8 +433,9 @@ def _libraries(match, facts, m, out: Personal) -> None:
            or (match.id in ("undefined-symbol", "cudnn-version-mismatch") and re.search(r"cuda|cudnn", p, re.I))]
     if bad:
         out.notes.append("suspicious entries: " + ", ".join(bad))
-        keep = [p for p in parts if p not in bad]
-        out.commands.append(f"export LD_LIBRARY_PATH={':'.join(keep)}" if keep else "unset LD_LIBRARY_PATH")
+        from cudadoctor.checks.common import ld_without
+
+        out.commands.append(ld_without(parts, set(bad)))
 
 
 def _wsl(match, facts, m, out: Personal) -> None:

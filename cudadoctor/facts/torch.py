@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from cudadoctor.child.records import parse_marked
+from cudadoctor.child.records import parse_marked, stop_reason
 from cudadoctor.facts.registry import Options, gatherer
 from cudadoctor.facts.types import OpResult, TorchDevice, TorchInfo
 from cudadoctor.model import Fact
@@ -99,19 +99,12 @@ def gather_torch(system: System, opts: Options, deps: dict) -> Fact:
     info = build_info(stages)
     names = [r.get("stage") for r in stages]
     doing = NEXT_ACTIVITY.get(info.stage, info.stage)
-    if res.timed_out:
-        return Fact.timeout(src, f"the torch probe gave no answer within {res.timeout_s:g} s; it was in: {doing}",
-                            value=info)
-    if "crash" in names:
-        crash = next(r for r in stages if r.get("stage") == "crash")
-        return Fact.failed(src, f"the torch probe failed during {doing}: {crash.get('error', '')}", value=info)
-    if res.signal_name:
-        return Fact.failed(src, f"the torch probe was killed by {res.signal_name} during {doing}", value=info)
-    if "done" not in names:
-        tail = res.output[-600:]
-        why = f"exit code {res.returncode}" if res.returncode else "no report"
-        return Fact.failed(src, f"the torch probe ended without a report ({why}) during {doing}: {tail}",
-                           value=info if stages else None)
+    crash = next((r.get("error", "") for r in stages if r.get("stage") == "crash"), "")
+    why = stop_reason(res, "the torch probe", doing, crash, "done" in names, tail=600)
+    if why:
+        if res.timed_out:
+            return Fact.timeout(src, why, value=info)
+        return Fact.failed(src, why, value=info if stages else None)
     if not info.installed:
         return Fact.not_found(src, info.import_error, value=info)
     return Fact.found(info, src, res.elapsed_s)
