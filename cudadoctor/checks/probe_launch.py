@@ -8,7 +8,7 @@ from cudadoctor.compat import NATIVE
 from cudadoctor.model import FactState, Finding, Fix, Status
 
 
-@step("probe.launch", "driver-API kernel probe", 92, facts=("probe_launch",), requires=("driver",), gpu=True)
+@step("probe.launch", "driver-API kernel probe", 92, facts=("probe_launch",), requires=("driver",))
 def check_probe_launch(ctx: Context) -> Outcome:
     """Build and launch the minimal kernel natively and for a foreign arch through the driver API."""
     fact = ctx.fact("probe_launch")

@@ -55,17 +55,16 @@ class Step:
     facts: tuple = ()
     requires: tuple = ()  # step ids that must not FAIL/ERROR/SKIP for this one to run
     description: str = ""
-    gpu: bool = False  # needs a GPU to say anything (informational)
 
 
 STEPS: dict = {}
 
 
 def step(id: str, title: str, order: int, facts: Iterable[str] = (), requires: Iterable[str] = (),
-         description: str = "", gpu: bool = False):
+         description: str = ""):
     def deco(func: StepFn) -> StepFn:
         STEPS[id] = Step(id, title, order, func, tuple(facts), tuple(requires),
-                         description or (func.__doc__ or "").strip().splitlines()[0], gpu)
+                         description or (func.__doc__ or "").strip().splitlines()[0])
         return func
 
     return deco

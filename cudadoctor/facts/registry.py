@@ -12,7 +12,7 @@ import os
 import pkgutil
 import time
 import traceback
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
@@ -161,7 +161,3 @@ def facts_from_dict(raw: dict) -> dict:
             out[name] = fact if fact is not None else Fact(FactState.FAILED, None, name,
                                                             "unreadable fact in saved report")
     return out
-
-
-def resolve(f: Optional[Future]) -> Any:  # pragma: no cover - tiny helper for gatherers
-    return None if f is None else f.result()
