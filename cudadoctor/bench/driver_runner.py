@@ -60,7 +60,7 @@ def build_images(system: System, cc: tuple) -> tuple:
 
 
 def _run(system: System, opts, images: dict, only: str) -> tuple:
-    from cudadoctor.bench.runner import run_child
+    from cudadoctor.bench.child_run import run_child
 
     argv = [system.own_python(), "-m", "cudadoctor.bench.driver_bench", "--device", str(opts.device)]
     argv += ["--quick"] if opts.quick else []
@@ -73,7 +73,7 @@ def _run(system: System, opts, images: dict, only: str) -> tuple:
 
 def run_probe_gemms(system: System, opts, capability: str, nvml_fact: Optional[Fact]) -> DriverOutcome:
     """The probe GEMMs only (torch measured the rest)."""
-    from cudadoctor.bench.runner import stop_reason
+    from cudadoctor.bench.child_run import stop_reason
 
     out = DriverOutcome()
     cc = _cc_from(capability, nvml_fact, opts.device)
@@ -97,7 +97,7 @@ def run_probe_gemms(system: System, opts, capability: str, nvml_fact: Optional[F
 
 def run_driver_bench(system: System, opts, nvml_fact: Optional[Fact]) -> DriverOutcome:
     """Everything the driver API can measure without torch: launch cost, copies, probe GEMMs."""
-    from cudadoctor.bench.runner import stop_reason
+    from cudadoctor.bench.child_run import stop_reason
 
     out = DriverOutcome()
     cc = _cc_from("", nvml_fact, opts.device)

@@ -9,19 +9,17 @@ timeout or a crash is kept and judged, and the step it died in says so.
 from __future__ import annotations
 
 import os
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from cudadoctor.bench import judge
 from cudadoctor.bench.peaks import GpuPeaks, expectations, find_peaks
-from cudadoctor.bench.records import BenchRun, build_run, parse_records
-from cudadoctor.child.records import stop_reason as child_stop_reason
+from cudadoctor.bench.records import BenchRun
+from cudadoctor.bench.child_run import run_child, stop_reason
 from cudadoctor.facts.types import NvmlGpu
 from cudadoctor.model import Fact, Status
 from cudadoctor.system.base import System
-from cudadoctor.system.proc import ProcResult
 
 TORCH_SCRIPT = os.path.join(os.path.dirname(__file__), "torch_bench.py")
 GOVERNOR = "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"
@@ -92,11 +90,6 @@ class BenchResult:
 # ---------------------------------------------------------------- pure helpers (tested without a GPU)
 
 
-def stop_reason(res: ProcResult, run: BenchRun, what: str = "the bench child") -> str:
-    """Why the child stopped before its end ('' when it finished)."""
-    return child_stop_reason(res, what, run.doing(), run.crash, run.done)
-
-
 def pick_gpu(nvml_fact: Optional[Fact], uuid: str, index: int) -> Optional[NvmlGpu]:
     """The NVML record of the GPU the child measured: by UUID (CUDA_VISIBLE_DEVICES renumbers), else index."""
     if nvml_fact is None or not nvml_fact.ok:
@@ -124,68 +117,6 @@ def torch_unusable_reason(run: BenchRun) -> str:
     if "cuda" in run.errors:
         return f"torch cannot use CUDA: {run.errors['cuda']}"
     return "the torch child reported no device"
-
-
-# ---------------------------------------------------------------- running
-
-
-class _Tail:
-    """Polls the child's progress file (through the System port) and hands new records over."""
-
-    def __init__(self, system: System, path: str, sink: Callable[[dict], None]):
-        self.system, self.path, self.sink = system, path, sink
-        self.seen = 0
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._loop, daemon=True)
-
-    def _loop(self) -> None:
-        while not self.stop.wait(0.1):
-            self.poll()
-        self.poll()
-
-    def poll(self) -> None:
-        text = self.system.read_text(self.path) or ""
-        recs = parse_records(text)
-        for rec in recs[self.seen:]:
-            try:
-                self.sink(rec)
-            except Exception:  # noqa: BLE001 - a display problem must not stop the bench
-                pass
-        self.seen = max(self.seen, len(recs))
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        self.thread.join(timeout=2)
-
-
-def _progress_path(opts: BenchOptions, name: str) -> Optional[str]:
-    if opts.progress is None or not opts.progress_dir:
-        return None
-    try:
-        os.makedirs(opts.progress_dir, exist_ok=True)
-    except OSError:
-        return None
-    return os.path.join(opts.progress_dir, f"{name}-{os.getpid()}-{int(time.time() * 1000)}.jsonl")
-
-
-def run_child(system: System, argv: list, opts: BenchOptions, name: str) -> tuple:
-    """Run one bench child; (ProcResult, BenchRun). Records are streamed to opts.progress when possible."""
-    path = _progress_path(opts, name)
-    if path:
-        argv = list(argv) + ["--progress", path]
-        with _Tail(system, path, opts.progress):
-            res = system.run(argv, timeout=opts.timeout)
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
-    else:
-        res = system.run(argv, timeout=opts.timeout)
-    return res, build_run(parse_records(res.stdout))
 
 
 def run_bench(system: System, opts: BenchOptions, nvml_fact: Optional[Fact] = None) -> BenchResult:

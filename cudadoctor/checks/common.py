@@ -4,55 +4,13 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import dataclass, field
 from typing import Optional
 
-from cudadoctor.compat import parse_cc
-
-
-@dataclass
-class GpuView:
-    index: int
-    name: str
-    cc: Optional[tuple]
-    uuid: str = ""
-    memory_mib: Optional[int] = None
-
-
-@dataclass
-class DriverView:
-    """The driver as the best available source tells it (nvidia-smi, then NVML, then /proc)."""
-
-    version: str = ""
-    cuda: str = ""  # the driver's maximum CUDA version
-    gpus: list = field(default_factory=list)
-    sources: list = field(default_factory=list)
-
-    @property
-    def present(self) -> bool:
-        return bool(self.version)
+from cudadoctor.facts.views import DriverView, driver_view_of
 
 
 def driver_view(ctx) -> DriverView:
-    v = DriverView()
-    smi, nvml, km = ctx.fact("nvidia_smi"), ctx.fact("nvml"), ctx.fact("kernel_module")
-    if smi.value is not None and smi.value.driver_version:
-        v.version, v.cuda = smi.value.driver_version, smi.value.cuda_version
-        v.sources.append("nvidia-smi")
-        v.gpus = [GpuView(g.index, g.name, parse_cc(g.compute_capability), g.uuid, g.memory_total_mib)
-                  for g in smi.value.gpus]
-    if nvml.ok:
-        n = nvml.value
-        v.version = v.version or n.driver_version
-        v.cuda = v.cuda or n.cuda_driver_version
-        v.sources.append("NVML")
-        if not v.gpus or any(g.cc is None for g in v.gpus):
-            v.gpus = [GpuView(g.index, g.name, parse_cc(g.compute_capability), g.uuid, g.memory_total_mib)
-                      for g in n.gpus]
-    if not v.version and km.ok:
-        v.version = km.value.version
-        v.sources.append("/proc/driver/nvidia/version")
-    return v
+    return driver_view_of(ctx.facts)
 
 
 def visible_ordinals(value: Optional[str], count: int, uuids: list) -> Optional[list]:

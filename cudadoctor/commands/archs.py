@@ -34,7 +34,7 @@ def register(app: typer.Typer) -> None:
             if target is None:
                 raise fail_usage(f"--cc {cc!r} is not a compute capability (e.g. 9.0, 8.6, 12.0)")
         else:
-            from cudadoctor.probes.local import local_gpu
+            from cudadoctor.facts.local_gpu import local_gpu
 
             g = local_gpu(system)
             target, driver_cuda = g.cc, g.driver_cuda

@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
         if path is not None and not os.path.isdir(path):
             raise fail_usage(f"--path {path}: not a folder")
         if target is None:
-            from cudadoctor.probes.local import local_gpu
+            from cudadoctor.facts.local_gpu import local_gpu
 
             g = local_gpu(system)
             target, driver_cuda = g.cc, g.driver_cuda

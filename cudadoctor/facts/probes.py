@@ -26,7 +26,7 @@ def gather_probe_scan(system: System, opts: Options, deps: dict) -> Fact:
 @gatherer("probe_launch", value_type=LaunchInfo, needs=("nvidia_smi", "nvml"))
 def gather_probe_launch(system: System, opts: Options, deps: dict) -> Fact:
     """Build the minimal kernel natively and for a foreign arch; launch both through the driver API."""
-    from cudadoctor.probes.local import from_facts
+    from cudadoctor.facts.local_gpu import from_facts
     from cudadoctor.probes.run import run_probes
 
     src = "cudadoctor.probes.launch (CUDA driver API)"

@@ -7,8 +7,6 @@ a FAILED fact naming the bug. Gatherers run concurrently; one may depend on othe
 from __future__ import annotations
 
 import importlib
-import math
-import os
 import pkgutil
 import time
 import traceback
@@ -17,16 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional
 
 from cudadoctor.model import Fact, FactState
+from cudadoctor.settings import env_seconds
 from cudadoctor.system.base import System
-
-
-def env_seconds(name: str, default: float) -> float:
-    """Seconds from the environment variable `name` when it holds a positive number, else `default`."""
-    try:
-        v = float(os.environ.get(name, ""))
-    except ValueError:
-        return default
-    return v if math.isfinite(v) and v > 0 else default
 
 
 @dataclass

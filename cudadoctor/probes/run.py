@@ -23,7 +23,7 @@ from cudadoctor.compat import (
     sass_runs_on,
     select_for_binary,
 )
-from cudadoctor.facts.registry import env_seconds
+from cudadoctor.settings import env_seconds
 from cudadoctor.probes import build as B
 from cudadoctor.probes import fatbin
 from cudadoctor.probes.launch import MARK

@@ -22,7 +22,7 @@ from cudadoctor.compat import (
     select_for_binary,
     select_image,
 )
-from cudadoctor.facts.registry import env_seconds
+from cudadoctor.settings import env_seconds
 from cudadoctor.probes import fatbin
 
 SITE_TIMEOUT = env_seconds("CUDADOCTOR_TIMEOUT_TOOL", 30.0)

@@ -16,10 +16,9 @@ class LocalGpu:
 
 def from_facts(facts: dict) -> LocalGpu:
     """From gathered nvidia_smi/nvml facts (the first GPU with a known compute capability)."""
-    from cudadoctor.checks.common import driver_view
-    from cudadoctor.checks.registry import Context
+    from cudadoctor.facts.views import driver_view_of
 
-    dv = driver_view(Context(facts=facts))
+    dv = driver_view_of(facts)
     g = next((g for g in dv.gpus if g.cc), None)
     if g is None:
         why = "no NVIDIA driver answered" if not dv.present else "the driver names no GPU with a compute capability"
