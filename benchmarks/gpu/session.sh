@@ -3,16 +3,7 @@
 # scripts of one part. Used by the lead through the device tool; outputs land in $OUT.
 #   bash benchmarks/gpu/session.sh core|probes|libs|bench|speed
 set -u
-REPO=$(cd "$(dirname "$0")/../.." && pwd)
-TORCH_PY=/opt/torch/.venv/bin/python3
-export PYTHONUNBUFFERED=1 NO_COLOR=1
-if [ ! -x /tmp/site/bin/cudadoctor ]; then
-  python3 -m pip install -q --no-index --no-deps --no-cache-dir --target /tmp/site "$REPO"/.whl/*.whl >/dev/null 2>&1 \
-    || { echo "install failed"; exit 2; }
-fi
-export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH
-OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-cd /tmp  # never import the checkout by accident: `python -m cudadoctor` uses the installed wheel
+. "$(dirname "$0")/_install.sh"
 for part in "$@"; do
   echo "################ $part"
   case "$part" in
