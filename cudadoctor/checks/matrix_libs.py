@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from cudadoctor.checks.common import driver_view
+from cudadoctor.checks.common import driver_view, q
+from cudadoctor.checks.libraries import shadow_fix, shadows
 from cudadoctor.checks.matrix_driver import DRIVER_FACTS, _gpu_ccs, _typed
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.compat import cc_str
@@ -13,27 +14,80 @@ from cudadoctor.facts.types import NvccInstall, ToolkitInfo, TorchInfo
 from cudadoctor.model import Finding, Fix, Status
 
 
-@step("matrix.cudnn", "cuDNN vs torch's CUDA and the GPU", 84, facts=DRIVER_FACTS + ("torch",))
+def cudnn_in_use(ctx: Context, tv) -> tuple:
+    """(version, where it was read) of the cuDNN torch runs with: torch's runtime version, else
+    torch.backends.cudnn.version(), else the loaded libcudnn* files (the oldest: cuDNN's version is its graph
+    library's, and a mix is itself broken). ('', why not) when unknown."""
+    cud = tv.cudnn
+    if cud is not None and cud.runtime:
+        return cud.runtime, "torch._C._cudnn.getRuntimeVersion()"
+    v = cudnn_from_int(tv.cudnn_version)
+    if v:
+        return v, "torch.backends.cudnn.version()"
+    libs = ctx.fact("libs").value
+    loaded = [x for x in (libs.loaded if libs is not None else []) if x.family.startswith("libcudnn")
+              and x.version.count(".") >= 1]
+    if loaded:
+        oldest = min(loaded, key=lambda x: cc_key(".".join(x.version.split(".")[:2])))
+        return ".".join(oldest.version.split(".")[:3]), f"{oldest.realpath} (loaded by torch)"
+    return "", ""
+
+
+def cudnn_built_for(ctx: Context, tv) -> tuple:
+    """(version, source) of the cuDNN torch was compiled against: torch's own word, else its wheel's pin."""
+    if tv.cudnn is not None and tv.cudnn.compiled:
+        return tv.cudnn.compiled, "torch._C._cudnn.getCompileVersion()"
+    var = ctx.matrix.variant_for(tv.version, tv.cuda)
+    if var and var.get("cudnn"):
+        return str(var["cudnn"]), f"the cuDNN torch {tv.version}'s wheel pins (cudadoctor's matrix)"
+    return "", ""
+
+
+def older_than_built(have: str, built: str) -> bool:
+    """torch's own rule (torch/backends/cudnn/__init__.py): another major, or an older minor, is incompatible."""
+    h, b = major_minor(have), major_minor(built)
+    return bool(h and b) and (h[0] != b[0] or h[1] < b[1])
+
+
+@step("matrix.cudnn", "cuDNN vs torch's CUDA and the GPU", 84, facts=DRIVER_FACTS + ("torch", "libs"))
 def check_cudnn(ctx: Context) -> Outcome:
-    """Is the cuDNN torch loaded built for torch's CUDA, the one the wheel expects, and has it kernels for the GPU?"""
+    """Is the cuDNN torch runs with the one it was built against, built for torch's CUDA, with kernels for the GPU?"""
     t = _typed(ctx.fact("torch"), TorchInfo)
     if not t.ok or not t.value.installed or not t.value.cuda:
         return Outcome("no CUDA build of torch", [Finding("matrix.cudnn.no-torch-cuda", Status.SKIP,
                                                           "torch with CUDA is not installed")])
     tv = t.value
-    loaded = cudnn_from_int(tv.cudnn_version)
+    if tv.cudnn is not None and tv.cudnn.available is False:
+        return Outcome(f"torch {tv.version} is built without cuDNN", [Finding(
+            "matrix.cudnn.not-built", Status.SKIP, f"torch {tv.version} is built without cuDNN")])
+    loaded, read_from = cudnn_in_use(ctx, tv)
     if not loaded:
-        return Outcome("torch reported no cuDNN", [Finding("matrix.cudnn.not-loaded", Status.SKIP,
-                                                           "torch did not report a cuDNN version")])
+        why = tv.stopped or "torch did not report it and no libcudnn is loaded"
+        return Outcome("cuDNN version unknown", [Finding("matrix.cudnn.not-loaded", Status.SKIP,
+                                                         f"the cuDNN version is unknown: {why}")])
     m = ctx.matrix
     dv = driver_view(ctx)
-    libs = [p for p in tv.libraries if "libcudnn" in p.rsplit("/", 1)[-1]]
-    ev = {"cudnn": loaded, "torch": tv.version, "torch_cuda": tv.cuda, "libraries": libs[:4]}
+    built, built_from = cudnn_built_for(ctx, tv)
+    ev = {"cudnn": loaded, "read from": read_from, "torch": tv.version, "torch_cuda": tv.cuda}
+    if built:
+        ev["built against"] = f"{built} ({built_from})"
+    findings = []
+    if built and older_than_built(loaded, built):
+        err = (tv.cudnn.version_error if tv.cudnn is not None and tv.cudnn.version_error else
+               f"RuntimeError: cuDNN version incompatibility: PyTorch was compiled  against {_tuple(built)} but "
+               f"found runtime version {_tuple(loaded)}.")
+        findings.append(Finding(
+            "matrix.cudnn.older-than-torch", Status.FAIL,
+            f"cuDNN {loaded} is loaded but torch {tv.version} was built against {built}: torch gives {_first(err)}",
+            detail="torch refuses a cuDNN of another major or an older minor than it was built against, whenever it "
+                   "checks cuDNN's version (torch.backends.cudnn.version(), cuDNN RNNs). Usually an older system or "
+                   "conda cuDNN found through LD_LIBRARY_PATH ahead of the wheel's (see the libraries step).",
+            fix=_older_fix(ctx, tv, built), evidence=dict(ev, error=err)))
     row = m.cudnn_row(loaded)
     if row is None:
-        return Outcome(f"cuDNN {loaded} is not in the data", [Finding(
-            "matrix.cudnn.unknown", Status.SKIP, f"cuDNN {loaded} is not in cudadoctor's data", evidence=ev)])
-    findings = []
+        findings.append(Finding("matrix.cudnn.unknown", Status.SKIP, f"cuDNN {loaded} is not in cudadoctor's data",
+                                evidence=ev))
+        return Outcome(findings[0].summary, findings)
     if not m.cudnn_supports_cuda(loaded, tv.cuda):
         findings.append(Finding(
             "matrix.cudnn.cuda-mismatch", Status.FAIL,
@@ -46,16 +100,15 @@ def check_cudnn(ctx: Context) -> Outcome:
                      f"--index-url https://download.pytorch.org/whl/{_cu(tv.cuda)}",), TORCH_DOCS),
             evidence=ev))
     var = m.variant_for(tv.version, tv.cuda)
-    if var and var.get("cudnn"):
-        want = major_minor(var["cudnn"])
-        have = major_minor(loaded)
+    if var and var.get("cudnn") and not findings:
+        want, have = major_minor(var["cudnn"]), major_minor(loaded)
         ev["wheel_cudnn"] = var["cudnn"]
-        if have[0] != want[0] or have < want:
+        if have[0] != want[0]:
             findings.append(Finding(
                 "matrix.cudnn.not-the-wheels", Status.WARN,
                 f"torch {tv.version} loaded cuDNN {loaded}, but its wheel pins {var['cudnn']}",
-                detail="An older or other-major cuDNN shadows the one the wheel installed (LD_LIBRARY_PATH, "
-                       "/etc/ld.so.conf, or a pinned nvidia-cudnn package); cuDNN ops may fail or run slowly.",
+                detail="Another major cuDNN shadows the one the wheel installed (LD_LIBRARY_PATH, /etc/ld.so.conf, "
+                       "or a pinned nvidia-cudnn package); cuDNN ops may fail or run slowly.",
                 fix=Fix(f"Install the cuDNN the wheel expects ({var['cudnn']}) and keep other cuDNN folders off "
                         "LD_LIBRARY_PATH",
                         (f"pip install 'nvidia-cudnn-cu{tv.cuda.split('.')[0]}=={var['cudnn']}'",), TORCH_DOCS),
@@ -73,8 +126,29 @@ def check_cudnn(ctx: Context) -> Outcome:
         findings.append(Finding("matrix.cudnn.ok", Status.OK,
                                 f"cuDNN {loaded} matches torch {tv.version} (CUDA {tv.cuda}) and the GPU",
                                 evidence=ev))
-    bad = [f for f in findings if f.status is not Status.OK]
+    bad = sorted((f for f in findings if f.status is not Status.OK), key=lambda f: -f.status.rank)
     return Outcome(bad[0].summary if bad else findings[0].summary, findings)
+
+
+def _older_fix(ctx: Context, tv, built: str) -> Fix:
+    """The copy that shadows torch's cuDNN off the search path; without one, torch's own cuDNN reinstalled."""
+    libs = ctx.fact("libs").value
+    found = [x for x in shadows(ctx, libs) if x[0].family.startswith("libcudnn")] if libs is not None else []
+    if found:
+        return shadow_fix(libs, found)
+    py = tv.python or "python"
+    return Fix(f"Reinstall the cuDNN torch was built against ({built}):",
+               (f"{q(py)} -m pip install --force-reinstall 'nvidia-cudnn-cu{tv.cuda.split('.')[0]}=={built}.*'",),
+               TORCH_DOCS)
+
+
+def _tuple(v: str) -> str:
+    parts = [int(x) for x in v.split(".") if x.isdigit()][:3]
+    return "(" + ", ".join(str(x) for x in parts + [0] * (3 - len(parts))) + ")"
+
+
+def _first(text: str) -> str:
+    return (text or "").strip().splitlines()[0] if text else ""
 
 
 def _cu(cuda: str) -> str:

@@ -93,12 +93,12 @@ def _with_progress(system, opts, json_out: bool):
 
 
 def render(result) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     from cudadoctor.bench.judge import fmt_ratio, fmt_value
+    from cudadoctor.render.common import wide_console
 
-    console = Console()
+    console = wide_console()
     head = f"cudadoctor bench{' --quick' if result.quick else ''} · {result.device_name or 'no GPU'}"
     if result.capability:
         head += f" (cc {result.capability})"

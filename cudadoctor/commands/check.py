@@ -47,14 +47,16 @@ def register(app: typer.Typer) -> None:
             given, saved = _load_facts(facts_file)
             source = f"facts file {facts_file}"
         opts = Options(python=python, timeout_torch=timeout, gpu_ops=not no_gpu_ops)
-        unjudged = _steps_missing_facts(only, skip, given) if given is not None else {}
+        from cudadoctor.doctor import add_unjudged, steps_missing_facts
+
+        unjudged = steps_missing_facts(only, skip, given) if given is not None else {}
         report = run_check(system, opts, only, list(skip) + list(unjudged), strict, given_facts=given, source=source)
         if facts_file is not None:
             # a re-judged report is about the machine that gathered the facts, not this one
             report.host = str(saved.get("host") or "")
             report.node = str(saved.get("node") or report.host)
             if unjudged:
-                _add_unjudged(report, only, skip, unjudged, strict)
+                add_unjudged(report, only, skip, unjudged, strict)
         if json_out:
             from cudadoctor.render.json_report import render_json
 
@@ -88,43 +90,12 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"{n:>2} {s.id.ljust(w)}{s.description}{req}")
 
 
-def _steps_missing_facts(only, skip, given: dict) -> dict:
-    """step id -> [its primary fact] for steps whose primary fact (the first it declares) a saved
-    report lacks (made with --only, or by an older cudadoctor). Such steps are not judged: without
-    it a step would misjudge (no torch fact reads as "torch not installed"). Steps missing only a
-    secondary fact are judged with what there is, as on a machine where that fact is unavailable."""
-    from cudadoctor.checks import registry as checks
-
-    return {st.id: [st.facts[0]] for st in checks.ordered(only, skip) if st.facts and st.facts[0] not in given}
-
-
-def _add_unjudged(report, only, skip, unjudged: dict, strict: bool) -> None:
-    from cudadoctor.checks import registry as checks
-    from cudadoctor.doctor import exit_code
-    from cudadoctor.model import Finding, Status, StepResult
-
-    done = {st.id: st for st in report.steps}
-    steps = []
-    for st in checks.ordered(only, skip):
-        if st.id in done:
-            steps.append(done[st.id])
-        elif st.id in unjudged:
-            names = ", ".join(unjudged[st.id])
-            summary = f"not judged: the saved report has no {names} fact"
-            steps.append(StepResult(st.id, st.title, Status.SKIP, summary, (
-                Finding(f"{st.id}.not-in-saved-report", Status.SKIP, summary,
-                        detail="The report was made with --only/--skip or by an older cudadoctor that did "
-                               "not gather it.", evidence={"missing facts": names}),)))
-    report.steps = steps
-    report.exit_code = exit_code(steps, strict)
-
-
 def _load_facts(path: str) -> tuple:
     """(typed facts, the saved report) from a `check --json` report."""
     import json
 
     from cudadoctor.cli import fail_usage
-    from cudadoctor.facts.registry import facts_from_dict, load_all
+    from cudadoctor.facts.saved import facts_from_report
 
     try:
         with open(path, "rb") as f:
@@ -135,5 +106,4 @@ def _load_facts(path: str) -> tuple:
         raise fail_usage(f"--facts {path}: not JSON ({e})")
     if not isinstance(raw, dict) or not isinstance(raw.get("facts"), dict):
         raise fail_usage(f"--facts {path}: not a cudadoctor report (no \"facts\" object)")
-    load_all()
-    return facts_from_dict(raw["facts"]), raw
+    return facts_from_report(raw), raw

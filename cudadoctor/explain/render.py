@@ -91,12 +91,23 @@ def text_report(matches: list, personals: dict, closest: list, scan, offline: bo
         out.append("   Fix:")
         if p and p.commands:
             out.extend(f"     $ {c}" for c in p.commands)
-        out.extend(_wrap(f"- {f}", "     ") for f in s.fixes)
+        out.extend(_wrap(f"- {f}", "     ") for f in s.fixes if not covered(f, p.commands if p else []))
         if s.docs:
             out.append("   Docs: " + " ".join(s.docs))
         if s.related_checks:
             out.append("   Related checks: " + ", ".join(s.related_checks) + "  (cudadoctor check)")
     return "\n".join(out) + "\n"
+
+
+def covered(fix: str, commands: list) -> bool:
+    """A generic fix whose example ('e.g. TORCH_CUDA_ARCH_LIST="8.6" pip ...') a personalised command already
+    gives with this machine's values: shown after it, the generic example would contradict it."""
+    example = fix.partition("e.g. ")[2].split()
+    if not example or not commands:
+        return False
+    key = example[0].split("=")[0] + "=" if "=" in example[0] else example[0]
+    return any(c.split()[0].startswith(key) if key.endswith("=") else c.split()[0] == key
+               for c in commands if c.split())
 
 
 def list_text(signatures: tuple) -> str:

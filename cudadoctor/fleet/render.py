@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 
+from cudadoctor import __version__
 from cudadoctor.redact import Redactor
 
 MAX_NAMES = 12
@@ -87,6 +88,11 @@ def render_console(summary, env, file=None) -> None:
             console.print(f"  {esc(b.path)}: {esc(b.reason)}")
         if len(summary.bad_files) > 50:
             console.print(f"  ... and {len(summary.bad_files) - 50} more (--json lists them all)")
+    rejudged = [r for r in summary.nodes if getattr(r, "rejudged_from", "")]
+    if rejudged:
+        versions = ", ".join(sorted({r.rejudged_from for r in rejudged}))
+        console.print(f"[dim]{len(rejudged)} report(s) made by cudadoctor {esc(versions)} judged again with "
+                      f"{esc(__version__)}'s checks[/dim]")
     code = summary.exit_code
     console.print(("[green]every node answered and passed[/green]" if code == 0 else
                    "[red]attention needed[/red]") + f" (exit {code})")

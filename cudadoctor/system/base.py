@@ -106,3 +106,10 @@ class System:
 
     def username(self) -> str:
         raise NotImplementedError
+
+    # ---- other processes (those NVML says hold a GPU)
+    def process(self, pid: int) -> Optional[dict]:
+        """What this PID namespace shows of process `pid`: {"name", "user", "cmdline", "uses_gpu"}, or None
+        when no process has that id here. `uses_gpu`: True/False when its memory maps could be read (a CUDA
+        process maps /dev/nvidia*), None when they could not (another user's process, without root)."""
+        return None

@@ -109,6 +109,35 @@ class HostSystem(System):
         except Exception:  # noqa: BLE001 - getpass raises several types when no user is known
             return ""
 
+    def process(self, pid: int) -> Optional[dict]:
+        import psutil
+
+        try:
+            p = psutil.Process(pid)
+            with p.oneshot():
+                name = _ask(p.name)
+                user = _ask(p.username)
+                cmdline = " ".join(_ask(p.cmdline, []))
+        except psutil.NoSuchProcess:
+            return None
+        except psutil.Error:
+            return {"name": "", "user": "", "cmdline": "", "uses_gpu": None}
+        # /proc/PID/maps by hand: psutil's memory_maps() reads smaps, which walks the page tables of every
+        # mapping (seconds for a process that holds a whole GPU's memory); maps is one cheap read.
+        maps = self.read_text(f"/proc/{pid}/maps", limit=16 * 1024 * 1024)
+        uses_gpu = None if not maps else "/dev/nvidia" in maps
+        return {"name": name, "user": user, "cmdline": cmdline, "uses_gpu": uses_gpu}
+
+
+def _ask(fn, default=""):
+    """One psutil accessor; its default when the answer is denied (another user's process) or unknown."""
+    import psutil
+
+    try:
+        return fn()
+    except (psutil.AccessDenied, psutil.ZombieProcess, KeyError, OSError):
+        return default
+
 
 def _open_no_fifo(path: str):
     """open(path, "rb"), except that a FIFO or socket is refused instead of blocking the doctor forever

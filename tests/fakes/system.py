@@ -46,6 +46,7 @@ class FakeSystem(System):
         self.hang_sleep = hang_sleep  # real seconds a hung command takes (keep tiny in tests)
         self.calls: list = []
         self.host, self.user = host, user
+        self.procs: dict = {}  # pid -> {"name", "user", "cmdline", "uses_gpu"}: processes this namespace shows
 
     # ---- building the fake
     def add_file(self, path: str, content: Union[str, bytes]) -> None:
@@ -164,3 +165,7 @@ class FakeSystem(System):
 
     def username(self):
         return self.user
+
+    def process(self, pid):
+        p = self.procs.get(pid)
+        return None if p is None else dict({"name": "", "user": "", "cmdline": "", "uses_gpu": None}, **p)
