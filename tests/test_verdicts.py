@@ -233,3 +233,26 @@ def test_two_identical_gpus_are_said_once():
 
     assert grouped(["NVIDIA H200 · cc 9.0", "NVIDIA H200 · cc 9.0"]) == "2× NVIDIA H200 · cc 9.0"
     assert grouped(["A", "B", "A"]) == "2× A; B"
+
+
+@pytest.mark.gpu
+def test_real_gpu_probe_runs_every_stage():
+    """On the GPU machine: the real probe in a CUDA torch reaches every stage, the conv included."""
+    import os
+    import sys
+
+    from cudadoctor.facts.registry import Options
+    from cudadoctor.facts.torch import gather_torch
+    from cudadoctor.system.host import HostSystem
+
+    py = os.environ.get("CUDADOCTOR_TEST_PYTHON") or (
+        "/opt/torch/.venv/bin/python3" if os.path.exists("/opt/torch/.venv/bin/python3") else sys.executable)
+    fact = gather_torch(HostSystem(), Options(python=py, timeout_torch=180), {})
+    t = fact.value
+    if t is None or not t.cuda:
+        pytest.skip(f"no CUDA torch in {py}")
+    assert fact.state.value == "found" and not t.stopped and t.available, fact.error
+    assert t.op.ok and t.op.checked and not t.first_use_error
+    if t.cudnn is not None and t.cudnn.available:
+        assert t.conv.ok and t.conv.checked, t.conv
+        assert t.cudnn.compiled and t.cudnn.runtime

@@ -249,7 +249,8 @@ def conv_stage(torch):
             torch.cuda.synchronize()
             rec["seconds"] = time.time() - t1
             ref = torch.nn.functional.conv2d(x, w, padding=1)
-            rec["checked"] = bool(torch.allclose(y, ref, rtol=1e-3, atol=1e-3))
+            # cuDNN may compute in TF32 (torch's default for convolutions): 10-bit mantissas, hence 1e-2
+            rec["checked"] = bool(torch.allclose(y, ref, rtol=1e-2, atol=1e-2))
             rec["ok"] = rec["checked"]
             if not rec["checked"]:
                 rec["error"] = "the GPU result differs from the CPU result"
