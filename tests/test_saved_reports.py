@@ -160,3 +160,13 @@ def test_fleet_console_says_reports_were_judged_again(tmp_path):
     (tmp_path / "n.json").write_text((RECON / "c13_oom_check.json").read_text())
     p = cli("fleet", "summarize", str(tmp_path))
     assert "judged again" in p.stdout and "torch.op.out-of-memory" in p.stdout, p.stdout + p.stderr
+
+
+def test_fleet_cudnn_column_falls_back_to_the_loaded_cudnn():
+    from cudadoctor.fleet.node import from_report
+
+    raw = saved("c13_cudnn_check.json")
+    raw["facts"]["torch"]["value"]["cudnn"] = {"available": True, "compiled": "9.19.0", "runtime": "9.14.0",
+                                               "version": None, "version_error": "RuntimeError: cuDNN version ..."}
+    assert from_report(raw).values["cudnn"] == "9.14.0"
+    assert from_report(saved("healthy_check.json")).values["cudnn"] == "9.19.0"
