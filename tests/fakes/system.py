@@ -164,3 +164,13 @@ class FakeSystem(System):
 
     def username(self):
         return self.user
+
+    # ---- added for `envs` (issue 16): the working directory and CPU count of the fake machine
+    workdir = "/home/alice/project"
+    cpus = 4
+
+    def cwd(self):
+        return self.workdir
+
+    def cpu_count(self):
+        return self.cpus
