@@ -27,7 +27,7 @@ CHILD = os.path.join(os.path.dirname(os.path.dirname(__file__)), "child", "kerne
 CHILD_MARK = "@@CUDADOCTOR-KERNELS@@"
 MIRRORED = "jupyter_core 5.9.1 paths, read by cudadoctor"
 PY_ARG0 = re.compile(r"^python(3(\.\d+)?)?$")
-ABS_PYTHON = re.compile(r"(/[^\s'\"]*/bin/python[0-9.]*)(?=[\s'\"]|$)")
+ABS_PYTHON = re.compile(r"(/[^\s'\"]*/python[0-9.]*)(?=[\s'\"]|$)")
 FALSY = ("no", "n", "false", "off", "0", "0.0")  # jupyter_core.paths.envset
 
 COMMON = ("JUPYTER_PATH", "user", "system", "ipython")  # folders every Jupyter on the machine searches

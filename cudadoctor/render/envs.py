@@ -79,7 +79,7 @@ def to_dict(rows, kernels, dv, res, exit_code: int, timeout: float) -> dict:
             "torch": None if t is None or not t.installed else {
                 "version": t.version, "cuda": t.cuda, "available": t.available, "device_count": t.device_count,
                 "arch_list": list(t.arch_list), "cudnn_version": t.cudnn_version, "file": t.file,
-                "import_error": t.import_error, "init_error": t.init_error,
+                "import_error": t.import_error, "init_error": t.init_error, "visible_devices": t.visible_devices,
                 "devices": [to_jsonable(d) for d in t.devices]},
             "archs": r.archs, "probe": {"state": e.torch_state, "error": e.torch_error,
                                         "seconds": round(e.probe_s, 3) if e.probe_s is not None else None},
