@@ -95,3 +95,16 @@ def test_a_target_with_cuda_torch_does_not_look_elsewhere():
     r = check(fs)
     assert r.facts["other_envs"].state.value == "not_applicable"
     assert not [c for c in fs.calls if c[-1] == "--no-op"]
+
+
+def test_a_saved_report_is_re_judged_with_its_pointer():
+    import json
+
+    from cudadoctor.facts.registry import facts_from_dict
+    from cudadoctor.model import Fact
+
+    r = check(machine())
+    saved = json.loads(json.dumps({k: v.to_dict() for k, v in r.facts.items() if isinstance(v, Fact)}))
+    again = run_check(machine(), Options(python=SYS_PY), only=["torch.cuda"], given_facts=facts_from_dict(saved))
+    f = steps(again)["torch.cuda"].findings[0]
+    assert f.status.value == "warn" and "torch with CUDA is in /opt/torch/.venv" in f.summary

@@ -84,6 +84,7 @@ def to_dict(rows, kernels, dv, res, exit_code: int, timeout: float) -> dict:
             "archs": r.archs, "probe": {"state": e.torch_state, "error": e.torch_error,
                                         "seconds": round(e.probe_s, 3) if e.probe_s is not None else None},
             "finding": r.finding.to_dict(),
+            "findings": [{"id": f.id, "status": f.status.value} for f in r.findings],
         })
     counts: dict = {}
     for r in rows:
