@@ -84,9 +84,9 @@ log_run "$TORCH_PY" "$PROBE" --no-op; say "  probe 1: ${WALL} s rc=$RC"
 log_run "$TORCH_PY" "$PROBE" --no-op; ONE=$WALL; say "  probe 2: ${ONE} s rc=$RC"
 
 say "== 2. cudadoctor envs (6 environments)  [t=$(now)s]"
-log_run cudadoctor envs "${ADD[@]}" --timeout 40 --json; cp "$W/last.out" "$OUT/i16_envs.json"; ENVS_WALL=$WALL
+log_run cudadoctor envs "${ADD[@]}" --timeout 40 --json; cp "$W/last.out" "$W/envs.json"; ENVS_WALL=$WALL
 say "  envs --json: rc=$RC wall=${WALL} s"
-J="$OUT/i16_envs.json"
+J="$W/envs.json"
 judge "$J" "len(d['environments']) == 6" "6 environments found (symlinks and the plain kernel merged)"
 judge "$J" "rows['$TORCH_PY']['verdict'] == 'works' and rows['$TORCH_PY']['torch']['device_count'] >= 1 and 'sm_90' in rows['$TORCH_PY']['archs']" \
   "torch venv: works, sees the GPUs, archs cover sm_90"
@@ -126,8 +126,8 @@ head -40 "$W/last.out" | cut -c1-220
 
 say "== 4. a hung interpreter (7th) and --strict  [t=$(now)s]"
 log_run cudadoctor envs "${ADD[@]}" --add "$W/hung/bin/python" --timeout 8 --strict --json
-cp "$W/last.out" "$OUT/i16_envs_hung.json"; say "  rc=$RC wall=${WALL} s"
-judge "$OUT/i16_envs_hung.json" "rows['$W/hung/bin/python']['verdict'] == 'hung' and rows['$W/hung/bin/python']['finding']['id'] == 'torch.cuda.probe-hung'" \
+cp "$W/last.out" "$W/envs_hung.json"; say "  rc=$RC wall=${WALL} s"
+judge "$W/envs_hung.json" "rows['$W/hung/bin/python']['verdict'] == 'hung' and rows['$W/hung/bin/python']['finding']['id'] == 'torch.cuda.probe-hung'" \
   "hung interpreter: verdict hung (torch.cuda.probe-hung)"
 python3 -c "import sys; sys.exit(0 if $RC == 1 and $WALL < 30 else 1)" && pass "--strict exits 1 (hung + no-gpu kernel) in ${WALL} s (timeout 8 s)" \
   || fail "--strict rc=$RC wall=$WALL (want 1, < 30 s)"
@@ -136,10 +136,10 @@ pgrep -x -f "sleep 307" > /dev/null && fail "the hung interpreter was left runni
 say "== 5. check --kernel  [t=$(now)s]"
 log_run cudadoctor check --kernel torch-nogpu --only torch.cuda --only environment --only device.capability
 sed -n '1,12p' "$W/last.out" | cut -c1-220
-log_run cudadoctor check --kernel torch-nogpu --only torch.cuda --only environment --json; cp "$W/last.out" "$OUT/i16_check_kernel.json"
-judge "$OUT/i16_check_kernel.json" "find['torch.cuda.hidden-by-visible-devices']['status'] == 'fail' and d['facts']['jupyter_kernel']['state'] == 'found' and d['target_python'] == '$TORCH_PY'" \
+log_run cudadoctor check --kernel torch-nogpu --only torch.cuda --only environment --json; cp "$W/last.out" "$W/check_kernel.json"
+judge "$W/check_kernel.json" "find['torch.cuda.hidden-by-visible-devices']['status'] == 'fail' and d['facts']['jupyter_kernel']['state'] == 'found' and d['target_python'] == '$TORCH_PY'" \
   "check --kernel torch-nogpu: torch.cuda.hidden-by-visible-devices FAIL on the kernel's interpreter"
-judge "$OUT/i16_check_kernel.json" "any('kernel.json' in c for c in find['torch.cuda.hidden-by-visible-devices']['fix']['commands'])" \
+judge "$W/check_kernel.json" "any('kernel.json' in c for c in find['torch.cuda.hidden-by-visible-devices']['fix']['commands'])" \
   "its fix edits the kernel.json (not the shell)"
 log_run cudadoctor check --kernel torch-ok --only torch.cuda --only torch.op
 sed -n '1,6p' "$W/last.out" | cut -c1-220
@@ -147,11 +147,11 @@ sed -n '1,6p' "$W/last.out" | cut -c1-220
 
 say "== 6. check on a venv without torch points to the one that works  [t=$(now)s]"
 log_run cudadoctor check --python "$W/venvs/notorch/bin/python" --only torch.cuda --json
-cp "$W/last.out" "$OUT/i16_pointer.json"; say "  rc=$RC wall=${WALL} s"
-judge "$OUT/i16_pointer.json" "find['torch.cuda.not-installed']['status'] == 'warn' and 'torch with CUDA is in $TORCH_PREFIX' in find['torch.cuda.not-installed']['summary']" \
+cp "$W/last.out" "$W/pointer.json"; say "  rc=$RC wall=${WALL} s"
+judge "$W/pointer.json" "find['torch.cuda.not-installed']['status'] == 'warn' and 'torch with CUDA is in $TORCH_PREFIX' in find['torch.cuda.not-installed']['summary']" \
   "no torch: WARN naming $TORCH_PREFIX"
 python3 -c "
-import json; d = json.load(open('$OUT/i16_pointer.json')); f = d['steps'][0]['findings'][0]
+import json; d = json.load(open('$W/pointer.json')); f = d['steps'][0]['findings'][0]
 print('  ' + f['summary']); print('  fix: ' + f['fix']['text']); [print('    ' + c) for c in f['fix']['commands'][:4]]"
 
 say "== 7. envs --diff torch venv vs the kernel  [t=$(now)s]"
