@@ -165,6 +165,9 @@ def check_torch_op(ctx: Context) -> Outcome:
         return died(ctx, t)
     op = t.op if t is not None else None
     if op is None:
+        if tf.state is FactState.NOT_FOUND:  # torch.cuda warned (no torch here): nothing to run the op with
+            return Outcome("no torch to run it with", [Finding(
+                "torch.op.not-run", Status.SKIP, "the op was not run: torch is not installed in the target")])
         if tf.state in (FactState.TIMEOUT, FactState.FAILED):
             return Outcome("the probe stopped before the op", [Finding(
                 "torch.op.not-run", Status.FAIL, tf.error, "The torch probe ended before it reached the op.",

@@ -22,6 +22,8 @@ def register(app: typer.Typer) -> None:
                                                  help="Re-judge the facts of a saved --json report offline."),
         timeout: float = typer.Option(120.0, "--timeout", min=1.0, help="Seconds allowed for the torch probe."),
         no_gpu_ops: bool = typer.Option(False, "--no-gpu-ops", help="Do not run the minimal GPU op."),
+        kernel: Optional[str] = typer.Option(None, "--kernel", metavar="NAME",
+                                             help="Check the interpreter a Jupyter kernel runs, with its kernel.json env."),
     ) -> None:
         """Run the ordered checklist, lowest layer first. Exit 0: nothing failed, 1: a check failed, 2: usage
         error or a check crashed."""
@@ -34,12 +36,18 @@ def register(app: typer.Typer) -> None:
         if bad:
             known = ", ".join(s.id for s in checks.ordered())
             raise fail_usage(f"unknown step id {', '.join(bad)} (known: {known}; `cudadoctor checks` lists them)")
-        check_python_option(python)
         from cudadoctor.doctor import python_version_of, run_check
         from cudadoctor.facts.registry import Options
         from cudadoctor.system.host import HostSystem
 
         system = HostSystem()
+        target_kernel = None
+        if kernel is not None:
+            from cudadoctor.commands.check_kernel import kernel_target
+
+            system, python, target_kernel = kernel_target(system, kernel, python, facts_file)
+        else:
+            check_python_option(python)
         given = None
         saved: dict = {}
         source = "live"
@@ -49,14 +57,25 @@ def register(app: typer.Typer) -> None:
         opts = Options(python=python, timeout_torch=timeout, gpu_ops=not no_gpu_ops)
         from cudadoctor.doctor import add_unjudged, steps_missing_facts
 
+        if target_kernel is not None:
+            opts.extra["kernel"] = target_kernel.name
+
         unjudged = steps_missing_facts(only, skip, given) if given is not None else {}
         report = run_check(system, opts, only, list(skip) + list(unjudged), strict, given_facts=given, source=source)
+        if target_kernel is not None:
+            from cudadoctor.commands.check_kernel import add_kernel_to_report
+
+            add_kernel_to_report(report, target_kernel, strict)
         if facts_file is not None:
             # a re-judged report is about the machine that gathered the facts, not this one
             report.host = str(saved.get("host") or "")
             report.node = str(saved.get("node") or report.host)
             if unjudged:
                 add_unjudged(report, only, skip, unjudged, strict)
+        if target_kernel is not None and not json_out:
+            from cudadoctor.commands.check_kernel import kernel_line
+
+            typer.echo(kernel_line(target_kernel, system.env, markdown))
         if json_out:
             from cudadoctor.render.json_report import render_json
 

@@ -109,6 +109,21 @@ class HostSystem(System):
         except Exception:  # noqa: BLE001 - getpass raises several types when no user is known
             return ""
 
+    def cwd(self) -> str:
+        try:
+            return os.getcwd()
+        except OSError:  # the folder was removed under us
+            return ""
+
+    def home(self) -> str:
+        return self.env.get("HOME") or os.path.expanduser("~")
+
+    def cpu_count(self) -> int:
+        try:
+            return len(os.sched_getaffinity(0))  # the CPUs this process may use (a cgroup or taskset limit)
+        except (AttributeError, OSError):
+            return os.cpu_count() or 2
+
     def process(self, pid: int) -> Optional[dict]:
         import psutil
 

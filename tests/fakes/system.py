@@ -169,3 +169,13 @@ class FakeSystem(System):
     def process(self, pid):
         p = self.procs.get(pid)
         return None if p is None else dict({"name": "", "user": "", "cmdline": "", "uses_gpu": None}, **p)
+
+    # ---- added for `envs` (issue 16): the working directory and CPU count of the fake machine
+    workdir = "/home/alice/project"
+    cpus = 4
+
+    def cwd(self):
+        return self.workdir
+
+    def cpu_count(self):
+        return self.cpus
