@@ -26,7 +26,7 @@ SP = "/venv/lib/python3.12/site-packages"
 
 def _fs() -> FakeSystem:
     fs = FakeSystem()
-    fs.add_exe("/venv/bin/python", FakeCmd(stdout=json.dumps({"python": "/venv/bin/python", "paths": [SP, "/nope"]})))
+    fs.add_exe("/venv/bin/python", FakeCmd(stdout=json.dumps({"python": "/venv/bin/python", "site": [SP, "/nope"]})))
     fs.add_file(f"{SP}/torch/lib/libtorch_cuda.so", _host_elf({".nv_fatbin": make_fatbin(
         make_entry(2, 80), make_entry(2, 90), make_entry(2, 100))}))
     fs.add_file(f"{SP}/myext/_C.cpython-312-x86_64-linux-gnu.so",

@@ -123,11 +123,12 @@ class Module:
 
     @property
     def stub(self) -> bool:
-        """No kernels: read so, or (unreadable) only SASS images too small to hold one (a device-link stub)."""
+        """No kernels: read so, or (compressed, not unpacked here) only SASS images too small to hold one."""
         if self.kernels is not None:
             return not self.kernels and not self.ptx
         sass = [i for i in self.images if i.kind == "sass"]
-        return bool(sass) and len(sass) == len(self.images) and all(0 < i.unpacked < STUB_MAX_BYTES for i in sass)
+        return (bool(sass) and len(sass) == len(self.images)
+                and all(i.compressed and 0 < i.unpacked < STUB_MAX_BYTES for i in sass))
 
     def ptx_isa(self) -> dict:
         return _ptx_isa(self.images)
