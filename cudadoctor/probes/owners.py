@@ -76,9 +76,9 @@ class Owners:
         for line in record.splitlines():
             rel = line.rsplit(",", 2)[0] if line.count(",") >= 2 else line
             base = rel.rsplit("/", 1)[-1]
-            if is_candidate_name(base) or base.startswith("__editable__"):
+            if is_candidate_name(base) or base.startswith("__editable__") or base.endswith(".pth"):
                 real = s.realpath(_abs(rel, sd))
-                if base.startswith("__editable__"):
+                if base.startswith("__editable__") or base.endswith(".pth"):
                     self._by_install_file[real] = owner
                 else:
                     self._files.setdefault(real, owner)
@@ -100,6 +100,11 @@ class Owners:
                     version = m.group(1)
                     break
         self._editable.append((src, Owner(dist, version, "develop", src)))
+
+    def installed_by(self, install_file: str) -> Owner:
+        """The distribution whose RECORD lists this .pth or editable finder (Owner() when none does)."""
+        self._index()
+        return self._by_install_file.get(self.system.realpath(install_file), Owner())
 
     def owner(self, path: str, via: str = "") -> Owner:
         """The distribution `path` belongs to ('' fields when none says so). `via` is the .pth, finder or

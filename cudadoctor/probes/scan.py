@@ -251,7 +251,13 @@ def scan_python(system, python: str, cc: Optional[tuple] = None, max_files: Opti
         return ScanInfo(python=w.python or python), w.error
     if not w.roots:
         return ScanInfo(python=w.python), f"{w.python} names no existing folder to load from"
-    info = scan_roots(system, w.roots, Owners(system, w.site_dirs), cc=cc, max_files=max_files)
+    owners = Owners(system, w.site_dirs)
+    for r in w.roots:  # a .pth an editable install wrote under another name (hatchling's _editable_impl_*.pth)
+        if r.origin == "pth" and r.via:
+            o = owners.installed_by(r.via)
+            if o.kind == "editable":
+                r.origin, r.dist, r.source_tree = "editable", o.dist, True
+    info = scan_roots(system, w.roots, owners, cc=cc, max_files=max_files)
     info.python = w.python
     info.site_packages = w.site_dirs
     info.skipped = w.skipped
