@@ -65,7 +65,7 @@ def _file_evidence(j) -> dict:
             "module": j.worst.module.name() if j.worst is not None else None}
 
 
-def _rebuild_fix(f, cc: tuple, py: str, text: str, env_vars: Optional[dict] = None) -> Fix:
+def rebuild_fix(f, cc: tuple, py: str, text: str, env_vars: Optional[dict] = None) -> Fix:
     """The exact rebuild for where the binary came from (its owner's own folder, the JIT cache, a wheel)."""
     arch = f"{cc[0]}.{cc[1]}"
     check = f"cudadoctor archs {q(f.path)} --cc {arch}"
@@ -113,7 +113,7 @@ def _cannot_run(ctx: Context, key: str, js: list, cc: tuple, name: str, driver_c
     if too_new:
         fix = _too_new_fix(ctx, first, key, driver_cuda, py)
     else:
-        fix = _rebuild_fix(first.file, cc, py, f"Build {key} for cc {cc_str(cc)}:", _env_vars(ctx))
+        fix = rebuild_fix(first.file, cc, py, f"Build {key} for cc {cc_str(cc)}:", _env_vars(ctx))
     return Finding("probe.scan.ptx-too-new" if too_new else "probe.scan.no-kernel-image", Status.FAIL, summary,
                    detail=detail, fix=fix, evidence={"files": [_file_evidence(j) for j in js]}, affects=key)
 
@@ -190,7 +190,7 @@ def check_probe_scan(ctx: Context) -> Outcome:
             f"{key}: {len(js)} CUDA binar{'y' if len(js) == 1 else 'ies'} carry no SASS for cc {cc_str(cc)} and run "
             f"only through the driver's PTX JIT (slow first launch; needs a writable JIT cache, ~/.nv/ComputeCache)",
             detail="; ".join(f"{j.file.path} ({_where(j.file)}): {_module_reason(j)}" for j in js[:5]),
-            fix=_rebuild_fix(js[0].file, cc, py, f"Rebuild {key} with SASS for sm_{cc[0]}{cc[1]} (no JIT at start-up):",
+            fix=rebuild_fix(js[0].file, cc, py, f"Rebuild {key} with SASS for sm_{cc[0]}{cc[1]} (no JIT at start-up):",
                              _env_vars(ctx)),
             evidence={"files": [_file_evidence(j) for j in js]}, affects=key))
     if unreadable:

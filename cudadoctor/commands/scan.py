@@ -93,11 +93,13 @@ def register(app: typer.Typer) -> None:
                     f = j.file
                     typer.echo(f"  {j.verdict:<17} {f.path}")
                     if not f.error:
-                        owner = f"; {f.install or 'owned'} {f.dist} {f.version}".rstrip() if f.dist else ""
-                        typer.echo(f"  {'':<17} {f.origin}{owner}; SASS {', '.join(f.sass) or '-'}; "
+                        owner = (f" · {f.dist} {f.version}".rstrip() + (f" ({f.install})" if f.install else "")
+                                 if f.dist else "")
+                        typer.echo(f"  {'':<17} from {f.origin}{owner} · SASS {', '.join(f.sass) or '-'} · "
                                    f"PTX {', '.join(f.ptx) or '-'}")
-                        if j.verdict in CANNOT_RUN or j.verdict == "ptx-jit":
+                        if target and (j.verdict in CANNOT_RUN or j.verdict == "ptx-jit"):
                             typer.echo(f"  {'':<17} {j.reason}")
+                            typer.echo(f"  {'':<17} fix: {fix_command(f, target, info.python or python)}")
             if not target and show_all:
                 for f in info.files:
                     typer.echo(f"  {f.path}: SASS {', '.join(f.sass) or '-'}; PTX {', '.join(f.ptx) or '-'}")
@@ -124,3 +126,11 @@ def file_json(f, j) -> dict:
         "error": f.error or None, "verdict": j.verdict if j else None, "reason": j.reason if j else "",
         "module": j.worst.module.name() if j and j.worst is not None else None,
     }
+
+
+def fix_command(f, cc: tuple, python: Optional[str]) -> str:
+    """The first command of the probe.scan finding's fix for this binary (the same words as `check`)."""
+    from cudadoctor.checks.probe_scan import rebuild_fix
+
+    fix = rebuild_fix(f, cc, python or "python", "")
+    return fix.commands[0] if fix.commands else fix.text

@@ -244,6 +244,16 @@ def scan_dirs(system, dirs: list, max_files: int = MAX_FILES, cc: Optional[tuple
     return scan_roots(system, roots, Owners(system, []), cc=cc, max_files=max_files)
 
 
+def label_editable(roots: list, owners: Owners) -> None:
+    """A .pth that an editable install wrote under another name (hatchling's `_editable_impl_*.pth`): its
+    dist-info's RECORD lists it and its direct_url.json says editable."""
+    for r in roots:
+        if r.origin == "pth" and r.via:
+            o = owners.installed_by(r.via)
+            if o.kind == "editable":
+                r.origin, r.dist, r.source_tree = "editable", o.dist, True
+
+
 def scan_python(system, python: str, cc: Optional[tuple] = None, max_files: Optional[int] = None) -> tuple:
     """(ScanInfo, error): everywhere `python` loads CUDA binaries from (where.py)."""
     w = where(system, python)
@@ -252,11 +262,7 @@ def scan_python(system, python: str, cc: Optional[tuple] = None, max_files: Opti
     if not w.roots:
         return ScanInfo(python=w.python), f"{w.python} names no existing folder to load from"
     owners = Owners(system, w.site_dirs)
-    for r in w.roots:  # a .pth an editable install wrote under another name (hatchling's _editable_impl_*.pth)
-        if r.origin == "pth" and r.via:
-            o = owners.installed_by(r.via)
-            if o.kind == "editable":
-                r.origin, r.dist, r.source_tree = "editable", o.dist, True
+    label_editable(w.roots, owners)
     info = scan_roots(system, w.roots, owners, cc=cc, max_files=max_files)
     info.python = w.python
     info.site_packages = w.site_dirs
