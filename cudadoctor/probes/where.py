@@ -163,7 +163,9 @@ def roots_from(system, d: dict, python: str = "") -> Where:
             add(value, "editable", via=full, dist=_editable_dist(name), source_tree=True)
     for value, full, name in pth_roots:
         if not name.startswith("__editable__."):
-            add(value, "pth", via=full, source_tree=system.realpath(value) not in sites)
+            site_like = system.realpath(value) in sites or os.path.basename(value.rstrip("/")) in (
+                "site-packages", "dist-packages")  # another environment's packages: walked like a site folder
+            add(value, "pth", via=full, source_tree=not site_like)
     jit = _jit_cache(system, d)
     for path, via in jit:
         add(path, "jit-cache", via=via)
