@@ -135,3 +135,19 @@ def test_walk_tree_on_the_fake_ends_a_symlink_loop():
     got = list(fs.walk_tree("/t"))
     assert ("/t/a/f.so", "") in got and ("/t/b/g.so", "") in got and ("/t/a/up", "loop") in got
     assert list(fs.walk_tree("/t", max_files=1))[-1] == ("/t/b", "cut")
+
+
+def test_scan_fact_survives_a_saved_report():
+    """`check --facts FILE` re-judges offline: modules come back as ModuleArchs and judge the same."""
+    from cudadoctor.compat import ModuleArchs
+    from cudadoctor.model import from_jsonable, to_jsonable
+    from cudadoctor.probes.scan import ScanInfo, judge
+
+    fs = _fs()
+    fs.add_exe("/venv/bin/python", FakeCmd(stdout=json.dumps(_answer())))
+    info, _ = scan_python(fs, "/venv/bin/python", cc=(9, 0))
+    back = from_jsonable(ScanInfo, json.loads(json.dumps(to_jsonable(info))))
+    assert all(isinstance(m, ModuleArchs) for f in back.files for m in f.modules)
+    assert [(j.file.path, j.verdict) for j in judge(back, (9, 0))] == [(j.file.path, j.verdict)
+                                                                      for j in judge(info, (9, 0))]
+    assert {r.origin for r in back.roots} >= {"editable", "site-packages", "pth"}

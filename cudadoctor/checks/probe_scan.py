@@ -106,7 +106,7 @@ def _cannot_run(ctx: Context, key: str, js: list, cc: tuple, name: str, driver_c
     first = js[0]
     too_new = any(j.verdict == PTX_TOO_NEW for j in js)
     summary = (f"{key}: {len(js)} CUDA binar{'y' if len(js) == 1 else 'ies'} cannot run on {name} "
-               f"(cc {cc_str(cc)}): " + ("PTX newer than the driver (error 222)" if too_new else
+               f"(cc {cc_str(cc)}): " + ("PTX newer than the driver (CUDA_ERROR_UNSUPPORTED_PTX_VERSION, 222)" if too_new else
                                          "no kernel image for this GPU"))
     detail = "; ".join(f"{j.file.path} ({_where(j.file)}): {_module_reason(j)}" for j in js[:5]) + (
         f"; and {len(js) - 5} more" if len(js) > 5 else "")
@@ -121,7 +121,8 @@ def _cannot_run(ctx: Context, key: str, js: list, cc: tuple, name: str, driver_c
 def _too_new_fix(ctx: Context, j, key: str, driver_cuda: str, py: str) -> Fix:
     from cudadoctor.compat import ptx_isa_cuda
 
-    isa = max((v for m in j.file.modules for v in m.ptx_isa.values()), default="",
+    isas = [v for m in j.file.modules for v in m.ptx_isa.values()] + list(j.file.ptx_isa.values())
+    isa = max(isas, default="",
               key=lambda v: tuple(int(x) for x in v.split(".")) if v.replace(".", "").isdigit() else (0,))
     made = ptx_isa_cuda(isa) or ""
     need = ""

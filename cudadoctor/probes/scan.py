@@ -241,7 +241,7 @@ def _project_of(system, path: str, top: str) -> str:
 def scan_dirs(system, dirs: list, max_files: int = MAX_FILES, cc: Optional[tuple] = None) -> ScanInfo:
     """Scan explicit folders (`cudadoctor scan --path`): everything under them, VCS/cache folders aside."""
     roots = [Root(system.realpath(d), "--path", via="--path") for d in dirs]
-    return scan_roots(system, roots, Owners(system, []), cc=cc, max_files=max_files)
+    return scan_roots(system, roots, Owners(system, [r.path for r in roots]), cc=cc, max_files=max_files)
 
 
 def label_editable(roots: list, owners: Owners) -> None:
