@@ -12,7 +12,8 @@
 #      cudadoctor archs verdict (and the failing module's kernel) vs the real launches.
 #   5. cuobjdump --list-elf/--list-ptx vs cudadoctor archs --json for every CUDA binary in torch's
 #      site-packages: per-file agreement summary (family suffix sm_XYf counted apart).
-#   6. benchmarks/scan_speed.py: torch's site-packages + three editable trees of 50,000 files (timed).
+#   6. benchmarks/scan_speed.py: torch's site-packages + three editable trees of 50,000 files (timed;
+#      started first, in the background).
 # Usage: bash benchmarks/gpu/scan.sh   (after _install.sh: cudadoctor on PATH, TORCH_PY, OUT)
 set -u
 . "$(dirname "$0")/_install.sh"
@@ -28,6 +29,10 @@ bad() { say "FAIL $*"; fails=$((fails + 1)); }
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 T0=$(now_ms)
 say "== issue 12 scan.sh on $(nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader | head -1); torch python $TORCH_PY"
+
+# 6 runs in the background from the start (tree creation is I/O; the scan itself is timed inside)
+timeout 110 python3 "$REPO/benchmarks/scan_speed.py" --python "$TORCH_PY" --runs 3 --json > "$TMP/bench.json" 2>>"$LOG" &
+BENCH_PID=$!
 
 # ---------------------------------------------------------------- 1. torch extensions for sm_80
 EXT="$TMP/src/sm80ext"; mkdir -p "$EXT/sm80ext"; : > "$EXT/sm80ext/__init__.py"
@@ -231,9 +236,9 @@ else
 fi
 
 # ---------------------------------------------------------------- 6. speed: torch site-packages + 50,000-file editable trees
-s=$(now_ms)
-B=$(timeout 100 python3 "$REPO/benchmarks/scan_speed.py" --python "$TORCH_PY" --runs 2 --json 2>>"$LOG" | tail -1)
-say "  scan_speed ($(( $(now_ms) - s )) ms with tree creation): $B"
+wait $BENCH_PID
+B=$(tail -1 "$TMP/bench.json")
+say "  scan_speed (run alongside steps 1-5): $B"
 python3 -c 'import json,sys; d=json.loads(sys.argv[1]); sys.exit(0 if d["median_s"] <= 2.0 and not d["cut"] else 1)' "$B" 2>>"$LOG" \
   && ok "scan of torch site-packages + 50,000 editable files within 2 s" || bad "scan_speed: $B"
 
