@@ -143,13 +143,13 @@ sys.exit(1 if bad else 0)
 EOF
 PYTHONPATH="$PYTHONPATH:$PP" LD_LIBRARY_PATH="$LIBD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout 120 cudadoctor scan \
     --python "$VPY" > "$TMP/scan.txt" 2>&1
-say "  --- cudadoctor scan (console)"; head -40 "$TMP/scan.txt" | tee -a "$LOG"
+say "  --- cudadoctor scan (console)"; head -25 "$TMP/scan.txt" | tee -a "$LOG"
 PYTHONPATH="$PYTHONPATH:$PP" LD_LIBRARY_PATH="$LIBD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" timeout 120 cudadoctor check \
     --python "$VPY" --only probe.scan --json > "$TMP/check.json" 2>>"$LOG"; check_rc=$?
 PYTHONPATH="$PYTHONPATH:$PP" LD_LIBRARY_PATH="$LIBD${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" COLUMNS=160 timeout 120 \
     cudadoctor check --python "$VPY" --only probe.scan > "$TMP/check.txt" 2>&1
 say "  --- cudadoctor check --only probe.scan (console; --json exit $check_rc)"
-grep -vE '^\s*$' "$TMP/check.txt" | head -45 | tee -a "$LOG"
+grep -vE '^\s*$' "$TMP/check.txt" | head -35 | tee -a "$LOG"
 cat "$TMP/check.json" >> "$LOG"
 python3 - "$TMP/check.json" "$check_rc" "$EXT" "$JITDIR/sm80jit" <<'EOF' | tee -a "$LOG" || fails=$((fails + 1))
 import json, sys
