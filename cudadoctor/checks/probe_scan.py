@@ -33,8 +33,9 @@ def _owner_key(f) -> str:
         return f.dist
     if f.origin == "jit-cache":
         return f"torch JIT extension {_jit_folder(f).rsplit('/', 1)[-1]}"
-    return f.project or f"{f.origin} {f.root}".strip() if f.origin in ("LD_LIBRARY_PATH", "LD_PRELOAD") else (
-        f.project or f.package)
+    if f.origin in ("LD_LIBRARY_PATH", "LD_PRELOAD"):
+        return f"{f.origin} {f.root or f.path}"
+    return f.project or f.package
 
 
 def _jit_folder(f) -> str:
@@ -52,10 +53,6 @@ def _env_vars(ctx: Context) -> dict:
 def _where(f) -> str:
     owner = f" {f.install} install of {f.dist}{' ' + f.version if f.version else ''}" if f.dist else ""
     return f"{f.origin}{':' if owner else ''}{owner}"
-
-
-def _module_reason(j) -> str:
-    return j.reason
 
 
 def _file_evidence(j) -> dict:
@@ -108,7 +105,7 @@ def _cannot_run(ctx: Context, key: str, js: list, cc: tuple, name: str, driver_c
     summary = (f"{key}: {len(js)} CUDA binar{'y' if len(js) == 1 else 'ies'} cannot run on {name} "
                f"(cc {cc_str(cc)}): " + ("PTX newer than the driver (CUDA_ERROR_UNSUPPORTED_PTX_VERSION, 222)" if too_new else
                                          "no kernel image for this GPU"))
-    detail = "; ".join(f"{j.file.path} ({_where(j.file)}): {_module_reason(j)}" for j in js[:5]) + (
+    detail = "; ".join(f"{j.file.path} ({_where(j.file)}): {j.reason}" for j in js[:5]) + (
         f"; and {len(js) - 5} more" if len(js) > 5 else "")
     if too_new:
         fix = _too_new_fix(ctx, first, key, driver_cuda, py)
@@ -190,7 +187,7 @@ def check_probe_scan(ctx: Context) -> Outcome:
             "probe.scan.ptx-jit-only", Status.WARN,
             f"{key}: {len(js)} CUDA binar{'y' if len(js) == 1 else 'ies'} carry no SASS for cc {cc_str(cc)} and run "
             f"only through the driver's PTX JIT (slow first launch; needs a writable JIT cache, ~/.nv/ComputeCache)",
-            detail="; ".join(f"{j.file.path} ({_where(j.file)}): {_module_reason(j)}" for j in js[:5]),
+            detail="; ".join(f"{j.file.path} ({_where(j.file)}): {j.reason}" for j in js[:5]),
             fix=rebuild_fix(js[0].file, cc, py, f"Rebuild {key} with SASS for sm_{cc[0]}{cc[1]} (no JIT at start-up):",
                              _env_vars(ctx)),
             evidence={"files": [_file_evidence(j) for j in js]}, affects=key))
