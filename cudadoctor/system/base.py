@@ -94,6 +94,40 @@ class System:
         """Yield file paths under `top` (no symlinked dirs followed), at most max_files."""
         raise NotImplementedError
 
+    def walk_tree(self, top: str, prune: Optional[Callable[[str, str], bool]] = None,
+                  max_files: int = 200_000) -> Iterator[tuple]:
+        """Yield (path, note) under `top`, depth first in name order: note '' for a file, 'loop' for a
+        symlinked folder that leads to a folder already walked (not entered again), 'cut' (path = the
+        folder it was in) when max_files stopped the walk. Symlinked folders are followed once each, so
+        a link loop ends; `prune(parent, name)` True skips a folder. Unreadable folders are skipped.
+
+        This default works on any port from listdir/is_dir/realpath; HostSystem's uses os.scandir.
+        """
+        seen = {self.realpath(top)}
+        stack = [top]
+        n = 0
+        while stack:
+            d = stack.pop()
+            subdirs = []
+            for name in self.listdir(d):
+                full = os.path.join(d, name)
+                if self.is_dir(full):
+                    if prune is not None and prune(d, name):
+                        continue
+                    real = self.realpath(full)
+                    if real in seen:
+                        yield full, "loop"
+                        continue
+                    seen.add(real)
+                    subdirs.append(full)
+                    continue
+                n += 1
+                if n > max_files:
+                    yield d, "cut"
+                    return
+                yield full, ""
+            stack.extend(reversed(subdirs))
+
     # ---- the interpreter cudadoctor itself runs in (for helper children such as the NVML probe)
     def own_python(self) -> str:
         raise NotImplementedError

@@ -90,6 +90,50 @@ class HostSystem(System):
                 if n >= max_files:
                     return
 
+    def walk_tree(self, top: str, prune: Optional[Callable[[str, str], bool]] = None,
+                  max_files: int = 200_000) -> Iterator[tuple]:
+        # os.scandir gives the type of most entries without a stat; a folder is known by (device, inode)
+        try:
+            st = os.stat(top)
+        except OSError:
+            return
+        seen = {(st.st_dev, st.st_ino)}
+        stack = [top]
+        n = 0
+        while stack:
+            d = stack.pop()
+            try:
+                with os.scandir(d) as it:
+                    entries = sorted(it, key=lambda e: e.name)
+            except OSError:
+                continue
+            subdirs = []
+            for e in entries:
+                try:
+                    is_dir = e.is_dir()  # follows a symlink
+                except OSError:
+                    continue
+                if is_dir:
+                    if prune is not None and prune(d, e.name):
+                        continue
+                    try:
+                        est = e.stat() if e.is_symlink() else e.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    key = (est.st_dev, est.st_ino)
+                    if key in seen:
+                        yield e.path, "loop"
+                        continue
+                    seen.add(key)
+                    subdirs.append(e.path)
+                    continue
+                n += 1
+                if n > max_files:
+                    yield d, "cut"
+                    return
+                yield e.path, ""
+            stack.extend(reversed(subdirs))
+
     def own_python(self) -> str:
         return sys.executable
 
