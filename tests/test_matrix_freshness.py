@@ -186,3 +186,11 @@ def test_check_json_keeps_data_stops_at(version, cuda, want):
     assert step["status"] == want
     assert step["findings"][0]["evidence"]["data_stops_at"]["torch"] == "2.15"
     assert ids(rep)["matrix.freshness." + ("ok" if want == "ok" else "older-than-installed")] == want
+
+
+def test_nvcc_of_a_new_major_is_not_judged_and_that_is_a_warning():
+    # nvcc 14.0: no row can say which GPUs it targets (a new major may drop some): SKIP, and freshness warns
+    res = results(facts("620.70.06", "13.5", H200, nvcc=["14.0"], gcc="13.3.0"))
+    assert ("matrix.nvcc-gpu.unknown", Status.SKIP) in ids_of(res, "matrix.nvcc-gpu")
+    f = fresh(res)
+    assert f.status is Status.WARN and f.evidence["unverified_steps"]["matrix.nvcc-gpu"] == ["no row (not judged)"]

@@ -32,11 +32,12 @@ def _marked(ctx, judged: list):
     for r in ran:
         for x in r.findings:
             row = (x.evidence or {}).get("matrix_row") if isinstance(x.evidence, dict) else None
-            if isinstance(row, dict) and row.get("unverified"):
-                out.setdefault(r.id, [])
-                if row.get("judged_from") not in out[r.id]:
-                    out[r.id].append(row.get("judged_from"))
-    return out
+            used = row.get("judged_from") if isinstance(row, dict) and row.get("unverified") else None
+            if used is None and x.id.endswith(".unknown"):  # no row at all: not judged
+                used = "no row (not judged)"
+            if used is not None and used not in out.setdefault(r.id, []):
+                out[r.id].append(used)
+    return {k: v for k, v in out.items() if v}
 
 
 def _line(i: dict) -> str:
