@@ -51,7 +51,7 @@ def finding(res, fid):
 def test_steps_registered_in_order():
     got = [(s.id, s.order) for s in steps()]
     assert [i for i, _ in got] == ["matrix.driver-toolkit", "matrix.driver-torch", "matrix.nvcc-gpu",
-                                   "matrix.torch-gpu", "matrix.cudnn", "matrix.host-compiler"]
+                                   "matrix.torch-gpu", "matrix.cudnn", "matrix.host-compiler", "matrix.freshness"]
     assert all(80 <= o <= 89 for _, o in got)
 
 
@@ -177,7 +177,7 @@ def test_h200_fixture_all_ok():
     assert {k: r.status for k, r in res.items()} == {k: Status.OK for k in res}
     assert {x.id for r in res.values() for x in r.findings} == {
         "matrix.driver-toolkit.ok", "matrix.driver-torch.ok", "matrix.nvcc-gpu.ok", "matrix.torch-gpu.ok",
-        "matrix.cudnn.ok", "matrix.host-compiler.ok"}
+        "matrix.cudnn.ok", "matrix.host-compiler.ok", "matrix.freshness.ok"}
 
 
 @pytest.mark.parametrize("gpu", [("NVIDIA H200", "9.0")])

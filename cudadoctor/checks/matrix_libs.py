@@ -8,7 +8,9 @@ from cudadoctor.checks.matrix_driver import DRIVER_FACTS, _gpu_ccs, _typed
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.compat import cc_str
 from cudadoctor.facts.compiler import CompilerInfo
+from cudadoctor.checks.matrix_nearest import mark, mark_all, refix
 from cudadoctor.matrix.advice import TORCH_DOCS, torch_fix_commands
+from cudadoctor.matrix.freshness import cudnn_major_ok, nearest_compilers, nearest_cudnn, nearest_variant
 from cudadoctor.matrix.versions import cc_key, cudnn_from_int, major_minor
 from cudadoctor.facts.types import NvccInstall, ToolkitInfo, TorchInfo
 from cudadoctor.model import Finding, Fix, Status
@@ -84,11 +86,13 @@ def check_cudnn(ctx: Context) -> Outcome:
                    "conda cuDNN found through LD_LIBRARY_PATH ahead of the wheel's (see the libraries step).",
             fix=_older_fix(ctx, tv, built), evidence=dict(ev, error=err)))
     row = m.cudnn_row(loaded)
+    near = None if row else nearest_cudnn(m, loaded)  # a cuDNN newer than the data: its last row
+    row = row or near
     if row is None:
         findings.append(Finding("matrix.cudnn.unknown", Status.SKIP, f"cuDNN {loaded} is not in cudadoctor's data",
                                 evidence=ev))
         return Outcome(findings[0].summary, findings)
-    if not m.cudnn_supports_cuda(loaded, tv.cuda):
+    if not (cudnn_major_ok(row, tv.cuda) if near else m.cudnn_supports_cuda(loaded, tv.cuda)):
         findings.append(Finding(
             "matrix.cudnn.cuda-mismatch", Status.FAIL,
             f"cuDNN {loaded} has no build for CUDA {tv.cuda} (it supports {', '.join(row['cuda'])})",
@@ -100,10 +104,14 @@ def check_cudnn(ctx: Context) -> Outcome:
                      f"--index-url https://download.pytorch.org/whl/{_cu(tv.cuda)}",), TORCH_DOCS),
             evidence=ev))
     var = m.variant_for(tv.version, tv.cuda)
+    tnear = None if var else nearest_variant(m, tv.version, tv.cuda)  # a torch newer than the data
+    var = var or tnear
     if var and var.get("cudnn") and not findings:
         want, have = major_minor(var["cudnn"]), major_minor(loaded)
         ev["wheel_cudnn"] = var["cudnn"]
-        if have[0] != want[0]:
+        # another major; or, when torch did not say what it was built against (a torch newer than the data,
+        # judged from the nearest row), an older minor than that row pins
+        if have[0] != want[0] or (not built and have < want):
             findings.append(Finding(
                 "matrix.cudnn.not-the-wheels", Status.WARN,
                 f"torch {tv.version} loaded cuDNN {loaded}, but its wheel pins {var['cudnn']}",
@@ -126,6 +134,22 @@ def check_cudnn(ctx: Context) -> Outcome:
         findings.append(Finding("matrix.cudnn.ok", Status.OK,
                                 f"cuDNN {loaded} matches torch {tv.version} (CUDA {tv.cuda}) and the GPU",
                                 evidence=ev))
+    # Verdicts drawn from an older row of the data are marked; torch's own refusal of an older cuDNN
+    # (matrix.cudnn.older-than-torch) comes from torch's versions, not from a row, and stays as it is.
+    # (mark_all marks every finding when given no ids: name a non-id when nothing else is there)
+    from_rows = tuple(f.id for f in findings if f.id != "matrix.cudnn.older-than-torch") or ("-",)
+    if near:
+        findings = mark_all(findings, f"cuDNN {loaded}", near["label"], f"cuDNN {m.cudnn_data_stops_at}",
+                            ids=from_rows)
+    elif tnear:
+        findings = mark_all(findings, f"torch {tv.version}", tnear["row"], f"torch {m.torch_data_stops_at}",
+                            ids=from_rows)
+        findings = [refix(f, f"Reinstall torch {tv.version} with the cuDNN its wheel pins (at least "
+                             f"{tnear['cudnn']}, the pin of torch {tnear['torch']}) and keep other cuDNN folders off "
+                             f"LD_LIBRARY_PATH",
+                          (f"pip install --force-reinstall 'torch=={tv.version}' "
+                           f"--index-url https://download.pytorch.org/whl/{_cu(tv.cuda)}",))
+                    if f.id == "matrix.cudnn.not-the-wheels" else f for f in findings]
     bad = sorted((f for f in findings if f.status is not Status.OK), key=lambda f: -f.status.rank)
     return Outcome(bad[0].summary if bad else findings[0].summary, findings)
 
@@ -181,8 +205,13 @@ def check_host_compiler(ctx: Context) -> Outcome:
         or info.first("gcc")
     m = ctx.matrix
     findings = []
+    judged_near: dict = {}  # nvcc path -> version, for those judged from the nearest row
     for inst in installs:
         b = m.compiler_bounds(inst.version)
+        near = None if b else nearest_compilers(m, inst.version)  # an nvcc newer than the rows
+        b = b or near
+        if near:
+            judged_near[inst.nvcc] = inst.version
         active = bool("PATH" in inst.found_via or (tk.value.home_var and tk.value.home_var in inst.found_via))
         if b is None:
             findings.append(Finding("matrix.host-compiler.unknown", Status.SKIP,
@@ -231,5 +260,7 @@ def check_host_compiler(ctx: Context) -> Outcome:
             findings.append(Finding("matrix.host-compiler.ok", Status.OK,
                                     f"nvcc {inst.version} accepts gcc {gcc.version} (gcc <= {mx})",
                                     evidence=ev, affects=inst.nvcc))
+    findings = [mark(f, f"nvcc {judged_near[f.affects]}", f"CUDA {m.compilers_data_stops_at}'s row",
+                     f"CUDA {m.compilers_data_stops_at}") if f.affects in judged_near else f for f in findings]
     bad = [f for f in findings if f.status in (Status.FAIL, Status.WARN)]
     return Outcome(bad[0].summary if bad else "every nvcc accepts the host compiler", findings)
