@@ -22,6 +22,8 @@ def register(app: typer.Typer) -> None:
                                                  help="Re-judge the facts of a saved --json report offline."),
         timeout: float = typer.Option(120.0, "--timeout", min=1.0, help="Seconds allowed for the torch probe."),
         no_gpu_ops: bool = typer.Option(False, "--no-gpu-ops", help="Do not run the minimal GPU op."),
+        expect_gpus: Optional[int] = typer.Option(None, "--expect-gpus", metavar="N", min=0,
+                                                  help="How many GPUs this node should have (a missing GPU fails)."),
     ) -> None:
         """Run the ordered checklist, lowest layer first. Exit 0: nothing failed, 1: a check failed, 2: usage
         error or a check crashed."""
@@ -47,6 +49,12 @@ def register(app: typer.Typer) -> None:
             given, saved = _load_facts(facts_file)
             source = f"facts file {facts_file}"
         opts = Options(python=python, timeout_torch=timeout, gpu_ops=not no_gpu_ops)
+        if expect_gpus is not None:
+            from cudadoctor.model import Fact
+
+            opts.extra["expect_gpus"] = expect_gpus
+            if given is not None:  # re-judging a saved report: today's expectation, the saved facts
+                given["gpu_expect"] = Fact.found({"gpus": expect_gpus}, "--expect-gpus")
         unjudged = _steps_missing_facts(only, skip, given) if given is not None else {}
         report = run_check(system, opts, only, list(skip) + list(unjudged), strict, given_facts=given, source=source)
         if facts_file is not None:

@@ -45,6 +45,7 @@ class FakeSystem(System):
         self.python = python
         self.hang_sleep = hang_sleep  # real seconds a hung command takes (keep tiny in tests)
         self.calls: list = []
+        self.inputs: dict = {}  # argv -> the bytes last given on stdin (a plan a child reads)
         self.host, self.user = host, user
 
     # ---- building the fake
@@ -62,6 +63,8 @@ class FakeSystem(System):
     def run(self, argv, timeout, env=None, input_bytes=None, cwd=None) -> ProcResult:
         argv = tuple(str(a) for a in argv)
         self.calls.append(argv)
+        if input_bytes is not None:
+            self.inputs[argv] = input_bytes
         answer = self.commands.get(argv)
         exe = argv[0]
         if answer is None:
