@@ -173,3 +173,150 @@ def two_h200(env=None, peers_run: int = 0, nccl: str = None, links: dict = None,
         fs.add_file(p, c)
     return fs
 
+
+
+# ------------------------------------------------------------------ other machines, built the same way
+
+
+def links(n: int, version: int = 6, remote: str = "FFFFFFFF:FF:FF.0", remote_type: int = 2, down=(),
+          counters=(0, 0, 0, 5)) -> list:
+    """`n` NVLinks of one GPU as the NVML links child lists them; `down` are inactive."""
+    return [{"link": i, "active": i not in down, "version": version, "remote_bus": remote, "remote_type": remote_type,
+             "replay": counters[0], "recovery": counters[1], "crc_flit": counters[2], "crc_data": counters[3]}
+            for i in range(n)]
+
+
+def gpu(index: int, name: str, bus: str, mem: int, cc: str = "9.0", pcie=(5, 16), nvlinks=(), processes=()) -> dict:
+    return {"index": index, "name": name, "bus": bus, "mem": mem, "cc": cc, "pcie": pcie, "links": list(nvlinks),
+            "uuid": f"GPU-{index:08x}-0000-0000-0000-{int(bus.split(':')[1], 16):012x}", "processes": list(processes)}
+
+
+def run_ok(buses: list, busbw: float, transport: str = "P2P/CUMEM", size: int = 64 * MIB, nvlink=None) -> str:
+    """A finished all-reduce over `buses` (one rank each) with NCCL's transport line and the figure."""
+    recs = [rec(0, "nccl-log", line=f"vm:1:1 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via {transport}"),
+            rec(0, "nccl-log", line="vm:1:1 [0] NCCL INFO NCCL version 2.28.9+cuda13.0")]
+    for r, bus in enumerate(buses):
+        recs += rank_records(r, bus)
+    if nvlink is not None:
+        recs.append(rec(0, "nvlink", before=nvlink[0], after=nvlink[1]))
+    recs.append(rec(0, "measure", coll="all_reduce", bytes=size, time_us=1000.0, algbw=busbw, busbw=busbw))
+    recs += [rec(r, "done", ok=True) for r in range(len(buses))]
+    return launcher_output(recs, world=len(buses))
+
+
+def machine(gpus: list, ancestor, p2p=lambda a, b: 0, cuda_order=None, access=lambda a, b: True, nccl: str = "",
+            env=None, files=None, symlinks=None, order_env=None):
+    """A FakeSystem of several GPUs. `ancestor(a, b)` / `p2p(a, b)`: NVML's common ancestor and P2P status per
+    pair (nvidia-smi indices); `cuda_order`: nvidia-smi index of each CUDA ordinal (default: the same order);
+    `access(a, b)`: cuDeviceCanAccessPeer by nvidia-smi index."""
+    order = list(cuda_order) if cuda_order is not None else [g["index"] for g in gpus]
+    by = {g["index"]: g for g in gpus}
+    csv = "".join(f"{g['index']}, {g['name']}, {g['uuid']}, 0000{g['bus']}, {g['cc']}, {g['mem']}, 580.159.04, Disabled, "
+                  "Enabled, Default\n" for g in gpus)
+    nv = [{"index": g["index"], "name": g["name"], "uuid": g["uuid"], "pci_bus_id": "0000" + g["bus"],
+           "compute_capability": g["cc"], "memory_total_mib": g["mem"], "memory_used_mib": 0, "mig_mode": False,
+           "pcie_gen_max": g["pcie"][0], "pcie_width_max": g["pcie"][1], "processes": g["processes"]} for g in gpus]
+    devices = [{"index": o, "name": by[i]["name"], "capability": by[i]["cc"], "total_memory_mib": by[i]["mem"],
+                "uuid": by[i]["uuid"][4:]} for o, i in enumerate(order)]
+    fs = h200(env=dict({"NCCL_NVLS_ENABLE": "0"}, **(env or {})), smi_csv=FakeCmd(csv),
+              nvml=FakeCmd(nvml_answer(device_count=len(gpus), gpus=nv)),
+              torch=FakeCmd(torch_stages(count=len(order), devices=devices)))
+    link_answer = {"error": "", "gpus": [
+        {"index": g["index"], "name": g["name"], "uuid": g["uuid"], "bus": "0000" + g["bus"], "memory_total_mib": g["mem"],
+         "pcie_gen_max": g["pcie"][0], "pcie_width_max": g["pcie"][1], "compute_capability": g["cc"],
+         "links": g["links"]} for g in gpus],
+        "pairs": [{"a": a["index"], "b": b["index"], "ancestor": ancestor(a["index"], b["index"]),
+                   "p2p_read": p2p(a["index"], b["index"]), "p2p_write": p2p(a["index"], b["index"])}
+                  for a in gpus for b in gpus if a is not b]}
+    peer = {"visible_devices": (env or {}).get("CUDA_VISIBLE_DEVICES"), "device_order": order_env, "driver_cuda": "13.0",
+            "count": len(order),
+            "devices": [{"ordinal": o, "bus": "0000" + by[i]["bus"], "name": by[i]["name"], "uuid": by[i]["uuid"],
+                         "cc": by[i]["cc"]} for o, i in enumerate(order)],
+            "peers": [{"a": oa, "b": ob, "access": access(ia, ib)} for oa, ia in enumerate(order)
+                      for ob, ib in enumerate(order) if oa != ob]}
+    fs.on([PY, "-m", "cudadoctor.system.nvml_links"], FakeCmd(json.dumps(link_answer)))
+    fs.on([PY, "-m", "cudadoctor.probes.peer"], FakeCmd("@@CDPEER@@" + json.dumps(peer) + "\n"))
+    ranks = ["0000" + by[i]["bus"] for i in order]
+    fs.on([PY, "-m", "cudadoctor.child.nccl_launch"], FakeCmd(nccl or run_ok(ranks, 250.0)))
+    base = {"/sys/class/net/eth0/operstate": "up\n", "/sys/class/net/lo/operstate": "unknown\n",
+            "/proc/mounts": "tmpfs /dev/shm tmpfs rw,relatime 0 0\n", "/proc/meminfo": "MemTotal: 2097152000 kB\n",
+            "/proc/cmdline": "ro quiet\n"}
+    base.update(files or {})
+    for p, c in base.items():
+        fs.add_file(p, c)
+    fs.symlinks.update(symlinks or {})
+    return fs
+
+
+H100_BUSES = [":18:00.0", ":2a:00.0", ":3a:00.0", ":5d:00.0", ":9a:00.0", ":ab:00.0", ":ba:00.0", ":db:00.0"]
+NVSWITCHES = ["00000000:05:00.0", "00000000:06:00.0", "00000000:07:00.0", "00000000:08:00.0"]
+
+
+def dgx_h100(down: dict = None, nccl: str = "", **kw):
+    """8x H100 SXM on NVSwitch (DGX/HGX H100): 18 NVLink 4.0 links per GPU, into four NVSwitches
+    (remote type 2, the switches' own bus ids, as on bare metal)."""
+    gpus = []
+    for i, bus in enumerate(H100_BUSES):
+        ls = links(18, down=(down or {}).get(i, ()))
+        for x in ls:
+            x["remote_bus"] = NVSWITCHES[x["link"] % 4]
+        gpus.append(gpu(i, "NVIDIA H100 80GB HBM3", bus, 81559, nvlinks=ls))
+
+    def anc(a, b):
+        return 40 if (a < 4) == (b < 4) else 50  # NODE within a socket, SYS across
+    return machine(gpus, anc, nccl=nccl, **kw)
+
+
+def mixed_node(**kw):
+    """A workstation: one GeForce RTX 4090 (no P2P: NVML says the GPU does not support it) and two RTX A6000
+    joined by an NVLink bridge (NV4, third-generation links straight to each other). CUDA's default
+    FASTEST_FIRST order puts the A6000s first."""
+    a6000 = [gpu(1, "NVIDIA RTX A6000", ":02:00.0", 49140, "8.6", (4, 16),
+                 links(4, version=4, remote="00000000:03:00.0", remote_type=0)),
+             gpu(2, "NVIDIA RTX A6000", ":03:00.0", 49140, "8.6", (4, 16),
+                 links(4, version=4, remote="00000000:02:00.0", remote_type=0))]
+    gpus = [gpu(0, "NVIDIA GeForce RTX 4090", ":01:00.0", 24564, "8.9", (4, 16))] + a6000
+    return machine(gpus, ancestor=lambda a, b: 30, p2p=lambda a, b: 2 if 0 in (a, b) else 0,
+                   cuda_order=kw.pop("cuda_order", [1, 2, 0]), access=lambda a, b: 0 not in (a, b),
+                   nccl=kw.pop("nccl", "") or run_ok(["0000:02:00.0", "0000:03:00.0", "0000:01:00.0"], 12.0,
+                                                      "SHM/direct/direct"), **kw)
+
+
+def config_space(port_type: int, acs_control: int) -> bytes:
+    """A 4 KiB PCIe configuration space of a bridge: the PCI Express capability (ID 0x10) at 0x40 with the
+    given Device/Port Type, and the ACS extended capability (ID 0x000D) at 0x100 with the given control."""
+    c = bytearray(4096)
+    c[0x0E] = 0x01  # header type 1: PCI-to-PCI bridge
+    c[0x34] = 0x40
+    c[0x40], c[0x41] = 0x10, 0x00
+    c[0x42:0x44] = (port_type << 4 | 2).to_bytes(2, "little")
+    c[0x100:0x104] = (0x000D | 1 << 16).to_bytes(4, "little")
+    c[0x104:0x106] = (0x007F).to_bytes(2, "little")
+    c[0x106:0x108] = acs_control.to_bytes(2, "little")
+    return bytes(c)
+
+
+L40S_BUSES = [":03:00.0", ":04:00.0", ":83:00.0", ":84:00.0"]
+
+
+def pcie_node(iommu: bool = True, acs: bool = True, access: bool = False, nccl: str = "", **kw):
+    """4x L40S on PCIe 4.0 x16, no NVLink: two behind a PCIe switch on each CPU socket (PXB within, SYS
+    across). With `iommu` the kernel has an IOMMU translating DMA (dmar0, intel_iommu=on); with `acs` the
+    switches' downstream ports redirect peer requests (ACS ReqRedir+ CmpltRedir+)."""
+    gpus = [gpu(i, "NVIDIA L40S", b, 46068, "8.9", (4, 16)) for i, b in enumerate(L40S_BUSES)]
+    files, links_ = {}, {}
+    for i, b in enumerate(L40S_BUSES):
+        root, up = ("0000:00:01.0", "0000:01:00.0") if i < 2 else ("0000:80:01.0", "0000:81:00.0")
+        down = f"0000:{'02' if i < 2 else '82'}:{8 + i % 2:02x}.0"
+        links_[f"/sys/bus/pci/devices/0000{b}"] = f"/sys/devices/pci{root[:7]}/{root}/{up}/{down}/0000{b}"
+        files[f"/sys/bus/pci/devices/{root}/config"] = config_space(4, 0x1D if acs else 0)
+        files[f"/sys/bus/pci/devices/{up}/config"] = config_space(5, 0)
+        files[f"/sys/bus/pci/devices/{down}/config"] = config_space(6, 0x1D if acs else 0)
+    if iommu:
+        files["/sys/class/iommu/dmar0/uevent"] = ""
+        files["/proc/cmdline"] = "ro quiet intel_iommu=on\n"
+    files.update(kw.pop("files", {}))
+    ranks = ["0000" + b for b in L40S_BUSES]
+    return machine(gpus, ancestor=lambda a, b: 20 if (a < 2) == (b < 2) else 50, access=lambda a, b: access,
+                   nccl=nccl or run_ok(ranks, 9.5, "SHM/direct/direct" if not access else "P2P/CUMEM"),
+                   files=files, symlinks=links_, **kw)

@@ -67,41 +67,56 @@ def links_finding(ctx: Context, plist: list) -> Finding:
 
 
 def peer_findings(ctx: Context, plist: list) -> list:
+    """Pairs CUDA gives no peer access: one OK line for pairs whose hardware cannot (NVML says so), one
+    WARN for the others, with what on this machine blocks them."""
     links, peers, host = ctx.fact("gpu_links").value, ctx.fact("gpu_peers").value, ctx.fact("host_links").value
     out = []
-    for p in [x for x in plist if x.access is False]:
-        tag = f"{gpu_tag(links, p.a, peers)} and {gpu_tag(links, p.b, peers)}"
-        ev = {"link": p.label, "NVML P2P status": P2P_STATUS.get(p.nvml_p2p, p.nvml_p2p),
-              "cuDeviceCanAccessPeer": False}
-        if p.nvml_p2p in UNSUPPORTED_P2P and not p.nvlinks:
-            out.append(Finding("topology.peer-unsupported", Status.OK,
-                               f"{tag}: no peer access ({P2P_STATUS[p.nvml_p2p]}, NVML): NCCL copies through host "
-                               "memory", evidence=ev))
-            continue
-        causes, cmds = [], ["nvidia-smi topo -p2p r", "nvidia-smi topo -m"]
-        if p.nvml_p2p == 4:
-            causes.append("the driver's registry keys disable peer-to-peer (NVreg_RegistryDwords)")
-            cmds.append("grep -i registry /proc/driver/nvidia/params; grep -rs NVreg /etc/modprobe.d")
-        if host is not None and host.iommu_on:
-            causes.append(f"the IOMMU translates DMA (units: {', '.join(host.iommu_units[:4])}; kernel command "
-                          f"line: {' '.join(host.cmdline_iommu) or 'no iommu= option'})")
-            cmds.append("# boot with iommu=pt (GRUB_CMDLINE_LINUX in /etc/default/grub), or disable VT-d/AMD-Vi "
-                        "in the BIOS, then reboot")
-        acs = (host.redirecting(p.bus_a) + host.redirecting(p.bus_b)) if host is not None else []
-        if acs:
-            causes.append("PCIe ACS redirects peer traffic on " + ", ".join(b.bdf for b in acs))
-            cmds.extend(f"sudo setpci -s {b.bdf} ECAP_ACS+0x6.w=0000" for b in acs)
-        if p.nvlinks:
-            causes.append(f"the pair is joined by {p.label} but CUDA will not use it (fabric manager, or "
-                          "links in a bad state)")
-            cmds.append("nvidia-smi nvlink -s")
-        out.append(Finding(
-            "topology.no-peer-access", Status.WARN, f"{tag} ({p.label}): CUDA reports no peer access",
-            detail="Without peer access NCCL and torch copy between these GPUs through host memory (several "
-                   "times slower). " + ("Likely: " + "; ".join(causes) + "." if causes else
-                                        "NVML does not say why; in a VM the hypervisor must expose P2P."),
-            fix=Fix("Confirm, then remove what blocks peer-to-peer:", tuple(cmds), DOCS_TOPO),
-            evidence=ev, affects="multi-GPU training on these GPUs"))
+    blocked = [p for p in plist if p.access is False]
+    unsupported = [p for p in blocked if p.nvml_p2p in UNSUPPORTED_P2P and not p.nvlinks]
+    blocked = [p for p in blocked if p not in unsupported]
+
+    def names(ps: list) -> str:
+        return ", ".join(f"GPU {p.a}-GPU {p.b} ({p.label})" for p in ps[:8]) + (" ..." if len(ps) > 8 else "")
+
+    if unsupported:
+        why = sorted({P2P_STATUS[p.nvml_p2p] for p in unsupported})
+        out.append(Finding("topology.peer-unsupported", Status.OK,
+                           f"no peer access between {names(unsupported)}: {', '.join(why)} (NVML); NCCL copies "
+                           "through host memory there",
+                           evidence={f"GPU {p.a}-GPU {p.b}": P2P_STATUS[p.nvml_p2p] for p in unsupported}))
+    if not blocked:
+        return out
+    causes, cmds = [], ["nvidia-smi topo -p2p r", "nvidia-smi topo -m"]
+    if any(p.nvml_p2p == 4 for p in blocked):
+        causes.append("the driver's registry keys disable peer-to-peer (NVreg_RegistryDwords)")
+        cmds.append("grep -i registry /proc/driver/nvidia/params; grep -rs NVreg /etc/modprobe.d")
+    if host is not None and host.iommu_on:
+        causes.append(f"the IOMMU translates DMA (units: {', '.join(host.iommu_units[:4])}; kernel command line: "
+                      f"{' '.join(host.cmdline_iommu) or 'no iommu= option'})")
+        cmds.append("# boot with iommu=pt (GRUB_CMDLINE_LINUX in /etc/default/grub), or disable VT-d/AMD-Vi in the "
+                    "BIOS, then reboot")
+    acs: dict = {}
+    for p in blocked:
+        if host is not None and p.path in ("PIX", "PXB"):
+            acs.update({b.bdf: b for b in host.redirecting(p.bus_a) + host.redirecting(p.bus_b)})
+    if acs:
+        causes.append("PCIe ACS redirects peer traffic on " + ", ".join(acs))
+        cmds.extend(f"sudo setpci -s {bdf} ECAP_ACS+0x6.w=0000" for bdf in acs)
+    if any(p.nvlinks for p in blocked):
+        causes.append("NVLink joins them but CUDA will not use it (fabric manager not running, or links in a bad "
+                      "state)")
+        cmds += ["nvidia-smi nvlink -s", "systemctl status nvidia-fabricmanager"]
+    out.append(Finding(
+        "topology.no-peer-access", Status.WARN,
+        f"CUDA reports no peer access between {names(blocked)}",
+        detail="Without peer access NCCL and torch copy between these GPUs through host memory (several times "
+               "slower). " + ("Likely: " + "; ".join(causes) + "." if causes else
+                              "NVML does not say why; in a VM the hypervisor must expose peer-to-peer."),
+        fix=Fix("Confirm, then remove what blocks peer-to-peer:", tuple(cmds), DOCS_TOPO),
+        evidence={f"GPU {p.a}-GPU {p.b} ({gpu_tag(links, p.a, peers)}, {gpu_tag(links, p.b, peers)})":
+                  f"{p.label}; NVML P2P: {P2P_STATUS.get(p.nvml_p2p, p.nvml_p2p)}; cuDeviceCanAccessPeer: no"
+                  for p in blocked},
+        affects="multi-GPU training on these GPUs"))
     return out
 
 
