@@ -303,10 +303,13 @@ def main():
         return 3
     if backend == "nccl":
         try:
-            torch.cuda.set_device(local)
-            dev = torch.device("cuda", local)
-            p = torch.cuda.get_device_properties(local)
-            emit("device", ordinal=local, name=p.name, uuid=str(getattr(p, "uuid", "")),
+            # under Slurm with one GPU bound per task (--gpus-per-task=1) each task sees only cuda:0
+            count = torch.cuda.device_count()
+            ordinal = local if local < count or count == 0 else local % count
+            torch.cuda.set_device(ordinal)
+            dev = torch.device("cuda", ordinal)
+            p = torch.cuda.get_device_properties(ordinal)
+            emit("device", ordinal=ordinal, name=p.name, uuid=str(getattr(p, "uuid", "")),
                  bus="%04x:%02x:%02x.0" % (getattr(p, "pci_domain_id", 0), getattr(p, "pci_bus_id", 0),
                                            getattr(p, "pci_device_id", 0)))
         except Exception as e:
