@@ -307,10 +307,10 @@ def name_culprits(system: System, make_plan: Callable[[list], NcclPlan], nodes: 
     for node, p in sorted(blamed.items(), key=lambda kv: natural_key(kv[0])):
         r = p.run.run
         partner = p.nodes[1] if p.nodes[0] == node else p.nodes[0]
-        how = (f"{r.outcome} in {r.stage}" if r.outcome != "ok" else
-               f"busbw {r.busbw:g} GB/s, under {SLOW:g}x the other pairs'")
-        culprits.append((node, f"fails with a good partner ({partner}): {how}"
-                         + (f": {r.error[:200]}" if r.error and r.outcome != "ok" else "")))
+        silent = dict(p.run.silent).get(node)
+        how = (silent if silent else f"{r.outcome} in {r.stage}" + (f": {r.error[:200]}" if r.error else "")
+               if r.outcome != "ok" else f"busbw {r.busbw:g} GB/s, under {SLOW:g}x the other pairs'")
+        culprits.append((node, f"fails with a good partner ({partner}): {how}"))
     return first + second, culprits
 
 
@@ -345,7 +345,10 @@ def fleet_nccl(system: System, force_pairs: bool = False, **kw) -> FleetNcclResu
             return plan(system, nodelist=pair, port=next(ports), **base)
 
         result.pairs, result.culprits = name_culprits(system, make, names)
-    for n, why in whole.silent:
-        if not any(c[0] == n for c in result.culprits):
+    for n, why in reversed(whole.silent):  # a node that never answered is named with srun's words first
+        known = next((i for i, c in enumerate(result.culprits) if c[0] == n), None)
+        if known is None:
             result.culprits.insert(0, (n, why))
+        elif why not in result.culprits[known][1]:
+            result.culprits[known] = (n, f"{why}; {result.culprits[known][1]}")
     return result
