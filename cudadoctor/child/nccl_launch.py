@@ -74,26 +74,28 @@ class Reader(object):
             self.nccl += 1
             self.relay({"rank": self.rank, "stage": "nccl-log", "line": line[:600]})
 
+    def feed(self, line):
+        """One line of the rank's output: a record (relayed, with the rank), an NCCL line (relayed if it
+        matters) or anything else (kept in the tail)."""
+        i = line.find(MARK)
+        if i >= 0:
+            try:
+                rec = json.loads(line[i + len(MARK):])
+            except ValueError:
+                return
+            if isinstance(rec, dict):
+                rec["rank"] = self.rank
+                self.relay(rec)
+        elif " NCCL " in line:
+            self.nccl_line(line)
+        elif line.strip():
+            self.tail.append(line[:400])
+            del self.tail[:-TAIL]
+
     def run(self):
         try:
             for raw in self.stream:
-                line = raw.decode("utf-8", "replace").rstrip("\r\n")
-                i = line.find(MARK)
-                if i >= 0:
-                    try:
-                        rec = json.loads(line[i + len(MARK):])
-                    except ValueError:
-                        continue
-                    if isinstance(rec, dict):
-                        rec["rank"] = self.rank
-                        self.relay(rec)
-                    continue
-                if " NCCL " in line:
-                    self.nccl_line(line)
-                    continue
-                if line.strip():
-                    self.tail.append(line[:400])
-                    del self.tail[:-TAIL]
+                self.feed(raw.decode("utf-8", "replace").rstrip("\r\n"))
         except (OSError, ValueError):
             pass
 

@@ -32,12 +32,13 @@ from typing import Callable, Optional
 from cudadoctor.child.nccl_launch import Reader
 from cudadoctor.fleet.node import natural_key
 from cudadoctor.fleet.slurm import LABEL, SLURM_GRACE_S, SlurmError, expand_hostlist, partition_nodes, srun_errors
-from cudadoctor.probes.nccl_run import LOG_ENV, MARK, RANK_SCRIPT, NcclRun, build_run
+from cudadoctor.probes.nccl_run import LOG_ENV, RANK_SCRIPT, NcclRun, build_run
 from cudadoctor.system.base import System
 
 TAG = "cudadoctor-nccl"
 FIELD_MAX = 500  # characters kept of a long string in a relayed record (one line stays under 1024 bytes)
 SLOW = 0.5  # a pair under half the median pair's busbw is slow
+STOPPED_BY_SRUN = re.compile(r"^(Terminated|Killed|Force Terminated|CANCELLED)", re.I)
 
 
 # ------------------------------------------------------------------ the task on each node
@@ -68,25 +69,21 @@ def run_rank(system: System, say: Callable[[str], None], backend: str, time_limi
     say(f"{TAG} start {node} {rank} {world} {addr}")
     lock = threading.Lock()
     reader = Reader(rank, iter(()), lock)
-    reader.relay = lambda rec: say(f"{TAG} log {node} {rank} {rec['line']}")
 
-    def on_line(line: str) -> None:
-        i = line.find(MARK)
-        if i >= 0:
-            try:
-                rec = json.loads(line[i + len(MARK):])
-            except ValueError:
-                return
-            if isinstance(rec, dict):
-                say(f"{TAG} rec {node} {rank} {json.dumps(_short(rec))}")
-        elif " NCCL " in line:
-            reader.nccl_line(line)
+    def relay(rec: dict) -> None:
+        if rec.get("stage") == "nccl-log":
+            say(f"{TAG} log {node} {rank} {rec['line']}")
+        else:
+            rec.pop("rank", None)
+            say(f"{TAG} rec {node} {rank} {json.dumps(_short(rec))}")
+
+    reader.relay = relay
 
     over = dict(LOG_ENV, RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=local, MASTER_ADDR=addr,
                 MASTER_PORT=str(port))
     argv = [python or system.own_python(), RANK_SCRIPT, "--backend", backend, "--mode", "check",
             "--bytes", str(nbytes), "--timeout", f"{time_limit + 30:g}"]
-    res = system.run_lines(argv, time_limit, on_line, env=over)
+    res = system.run_lines(argv, time_limit, reader.feed, env=over)
     tail = [ln[-300:] for ln in res.stderr.strip().splitlines()[-3:]]
     say(f"{TAG} exit {node} {rank} {res.returncode} {int(res.timed_out)} {json.dumps(tail)}")
     return 0 if res.returncode == 0 else 1
@@ -104,6 +101,7 @@ class NcclPlan:
     unavailable: list
     timeout: float
     time_limit: float
+    backend: str = "nccl"
 
 
 def plan(system: System, partition: Optional[str] = None, nodes: Optional[int] = None, per_node: int = 1,
@@ -139,7 +137,7 @@ def plan(system: System, partition: Optional[str] = None, nodes: Optional[int] =
              "--port", str(port or random.randint(20000, 39999)), "--bytes", str(nbytes)]
     if python:
         argv += ["--python", python]
-    return NcclPlan(argv, n, per_node, expected, unavailable, alloc_wait + minutes * 60 + 30, time_limit)
+    return NcclPlan(argv, n, per_node, expected, unavailable, alloc_wait + minutes * 60 + 30, time_limit, backend)
 
 
 @dataclass
@@ -221,6 +219,7 @@ def collect(system: System, p: NcclPlan) -> FleetRun:
     how = "deadline" if (res.timed_out or col.timed_out) else "finished"
     records = col.records + [{"stage": "launcher", "event": "end", "how": how}]
     run = build_run(records, world, p.time_limit, res.timed_out)
+    run.backend = p.backend
     expected = list(p.expected)
     for node in sorted(col.started, key=natural_key):
         if node not in expected:
@@ -229,11 +228,12 @@ def collect(system: System, p: NcclPlan) -> FleetRun:
         if r not in col.node_of and r // p.per_node < len(expected):
             col.node_of[r] = expected[r // p.per_node]
     said = srun_errors(res.stderr)
-    silent = [(n, "did not answer" + (f": {'; '.join(said[n])}" if n in said else "")) for n in expected
-              if n not in col.started]
-    if not col.started and not col.records:
+    if not col.started and not col.records and not said:
         tail = " | ".join((res.stderr.strip().splitlines() or [""])[-3:] + col.other[-2:])
         raise SlurmError(f"srun ran no cudadoctor task (exit code {res.returncode})" + (f": {tail}" if tail else ""))
+    # a task srun itself stopped (--kill-on-bad-exit, after another task failed) says nothing about its node
+    silent = [(n, "did not answer" + (f": {'; '.join(said[n])}" if n in said else "")) for n in expected
+              if n not in col.started and not all(STOPPED_BY_SRUN.search(m) for m in said.get(n, ["?"]))]
     return FleetRun(expected[:p.nodes] if p.expected else expected, run, col.node_of, silent, res.returncode)
 
 
