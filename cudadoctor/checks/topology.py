@@ -239,7 +239,7 @@ def ordinals_finding(ctx: Context):
     tokens = [t.strip() for t in (cvd or "").split(",") if t.strip()]
     numeric = bool(tokens) and all(t.isdigit() for t in tokens)
     # the numbers in CUDA_VISIBLE_DEVICES mean nvidia-smi's GPUs: the user chose this order
-    if numeric and (order == "PCI_BUS_ID" or all(str(i) == t for (_, _, i), t in zip(rows, tokens))):
+    if numeric and all(str(i) == t for (_, _, i), t in zip(rows, tokens)):
         return Finding("topology.ordinals", Status.OK, f"CUDA_VISIBLE_DEVICES={cvd} renumbers the GPUs: {text}",
                        evidence=ev)
     if tokens and not numeric:  # UUIDs name exact GPUs
