@@ -70,7 +70,7 @@ def test_p2p_and_shm_disabled_warns_far_below_nvlink_and_names_both_variables():
     r = check(two_h200(env=env, nccl=h200_nccl("nccl_nop2p_noshm.txt")))
     f = finding(r, "nccl.slow")
     assert f.status is Status.WARN and status(r)["nccl"] == "warn"
-    below = float(f.summary.split(" is ")[1].split("x below")[0])
+    below = float(f.summary.split(" is ")[1].split("× below")[0])
     assert below >= 50  # 4.0 GB/s against ~256 GB/s at 64 MiB (the 100x is at 1 GiB: 326 vs 3-4)
     assert "NET/Socket" in f.summary
     assert "unset NCCL_P2P_DISABLE NCCL_SHM_DISABLE" in f.fix.commands
@@ -324,3 +324,27 @@ def test_visible_devices_numbered_in_cuda_order_are_not_nvidia_smi_s():
     f = finding(r, "topology.ordinals")
     assert f.status is Status.WARN and f.summary.startswith("CUDA_VISIBLE_DEVICES=0,1 names CUDA's numbers")
     assert "CUDA 1 = GPU 2 (0000:03:00.0)" in f.summary
+
+
+def test_a_libnccl_shadowed_through_ld_library_path_is_a_cause():
+    from cudadoctor.checks.registry import Context, load_all, run_one
+    from cudadoctor.facts.libs import LibFile, LibsInfo
+    from cudadoctor.facts.registry import gather
+    from cudadoctor.model import Fact
+
+    wheel = "/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2"
+    old = "/opt/nccl-2.18/lib/libnccl.so.2"
+    recs = rank_records(0, "0000:00:06.0") + rank_records(1, "0000:00:07.0") + [
+        rec(0, "libs", libnccl=[old]),
+        rec(0, "measure", coll="all_reduce", bytes=64 << 20, time_us=2200.0, algbw=30.0, busbw=30.0),
+        rec(0, "done", ok=True), rec(1, "done", ok=True)]
+    slow = launcher_output(recs)
+    env = {"LD_LIBRARY_PATH": "/opt/nccl-2.18/lib:/usr/local/nvidia/lib64"}
+    fs = two_h200(env=env, nccl=slow)
+    facts = gather(fs, load_all()["nccl"].facts)
+    facts["libs"] = Fact.found(LibsInfo(copies=[LibFile(family="libnccl", path=wheel, realpath=wheel,
+                                                        origin="pip-wheel")]))
+    res = run_one(load_all()["nccl"], Context(facts=facts))
+    f = next(x for x in res.findings if x.id == "nccl.slow")
+    assert "libnccl comes from LD_LIBRARY_PATH entry /opt/nccl-2.18/lib" in f.fix.text
+    assert "export LD_LIBRARY_PATH=/usr/local/nvidia/lib64" in f.fix.commands

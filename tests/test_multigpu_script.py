@@ -52,7 +52,7 @@ def test_cvd_p2poff_badif_hang(tmp_path):
     off = report(tmp_path, "p2poff", two_h200(env={"NCCL_P2P_DISABLE": "1", "NCCL_SHM_DISABLE": "1"},
                                               nccl=h200_nccl("nccl_nop2p_noshm.txt")), ("environment", "nccl"))
     rc, out = verdicts("p2poff", off)
-    assert rc == 0 and "64x below" in out, out
+    assert rc == 0 and "64× below" in out, out
     assert verdicts("p2poff", report(tmp_path, "healthy", two_h200(), ("nccl",)))[0] == 1
     bad = report(tmp_path, "badif", two_h200(env={"NCCL_SOCKET_IFNAME": "eth9"}, nccl=h200_nccl_badif()), ("nccl",))
     assert verdicts("badif", bad)[0] == 0

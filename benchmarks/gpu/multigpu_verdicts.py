@@ -102,11 +102,11 @@ def case_p2poff(rep_path: str) -> None:
     f = findings(rep).get("nccl.slow", {})
     summ = f.get("summary", "")
     try:
-        below = float(summ.split(" is ")[1].split("x below")[0])
+        below = float(summ.split(" is ")[1].split("× below")[0])
     except (IndexError, ValueError):
         below = 0.0
     verdict(f.get("status") == "warn" and below >= 30 and "NET/Socket" in summ,
-            f"P2P+SHM off: nccl warns {below:g}x below what NVLink gives, NCCL used NET/Socket")
+            f"P2P+SHM off: nccl warns {below:g}× below what NVLink gives, NCCL used NET/Socket")
     verdict("unset NCCL_P2P_DISABLE NCCL_SHM_DISABLE" in (f.get("fix") or {}).get("commands", []),
             "P2P+SHM off: the fix names both variables")
 

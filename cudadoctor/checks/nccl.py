@@ -222,7 +222,7 @@ def speed_finding(ctx: Context, run, env: dict):
     below = exp.busbw_gbps / run.busbw if run.busbw else float("inf")
     return Finding(
         "nccl.slow", Status.WARN,
-        f"all-reduce {got} is {below:.0f}x below the ~{exp.busbw_gbps:.0f} GB/s that {pair.label} gives here "
+        f"all-reduce {got} is {below:.0f}× below the ~{exp.busbw_gbps:.0f} GB/s that {pair.label} gives here "
         f"({exp.text}); NCCL used {via}",
         detail="The sum was right, but every data-parallel step pays this: gradients cross the slow path.",
         fix=fix_of(causes, ("NCCL_DEBUG=INFO python your_script.py 2>&1 | grep -E ' via |NCCL WARN'",)),
