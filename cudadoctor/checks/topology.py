@@ -256,8 +256,10 @@ def ordinals_finding(ctx: Context):
 
 @step("topology", "GPU to GPU links", 95, facts=FACTS, requires=("driver",))
 def check_topology(ctx: Context) -> Outcome:
-    """Links and peer access between GPUs, NVLinks down or counting errors, mixed GPUs, CUDA vs nvidia-smi
-    numbering, and the GPU count against --expect-gpus."""
+    """Links and peer access between GPUs, NVLinks down or erring, mixed GPUs, ordinals, --expect-gpus.
+
+    The pair matrix as `nvidia-smi topo -m` prints it, with CUDA's peer access; CUDA's numbering against
+    nvidia-smi's; the GPU count against --expect-gpus."""
     findings = []
     if ctx.fact("gpu_expect").ok:
         findings.append(count_finding(ctx))
