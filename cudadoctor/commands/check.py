@@ -24,6 +24,8 @@ def register(app: typer.Typer) -> None:
         no_gpu_ops: bool = typer.Option(False, "--no-gpu-ops", help="Do not run the minimal GPU op."),
         kernel: Optional[str] = typer.Option(None, "--kernel", metavar="NAME",
                                              help="Check the interpreter a Jupyter kernel runs, with its kernel.json env."),
+        expect_gpus: Optional[int] = typer.Option(None, "--expect-gpus", metavar="N", min=0,
+                                                  help="How many GPUs this node should have (a missing GPU fails)."),
     ) -> None:
         """Run the ordered checklist, lowest layer first. Exit 0: nothing failed, 1: a check failed, 2: usage
         error or a check crashed."""
@@ -60,6 +62,12 @@ def register(app: typer.Typer) -> None:
         if target_kernel is not None:
             opts.extra["kernel"] = target_kernel.name
 
+        if expect_gpus is not None:
+            from cudadoctor.model import Fact
+
+            opts.extra["expect_gpus"] = expect_gpus
+            if given is not None:  # re-judging a saved report: today's expectation, the saved facts
+                given["gpu_expect"] = Fact.found({"gpus": expect_gpus}, "--expect-gpus")
         unjudged = steps_missing_facts(only, skip, given) if given is not None else {}
         report = run_check(system, opts, only, list(skip) + list(unjudged), strict, given_facts=given, source=source)
         if target_kernel is not None:
