@@ -1,0 +1,108 @@
+"""How often does `cudadoctor explain` name the right cause? Top-1/top-3 on sets of real reports.
+
+    python benchmarks/explain_accuracy.py                         # every set under tests/data
+    python benchmarks/explain_accuracy.py tests/data/explain_unseen/cases.toml --misses
+    python benchmarks/explain_accuracy.py --markdown FILE...      # per-id tables for RESULTS.md
+
+A set is a TOML file of [[case]] (id, url, text) or a folder of such files with `expect` per file
+(tests/data/explain_corpus). The answer scored is the ranked list explain prints, offline, text
+only (no facts of this machine): its matches, or, when nothing matched, nothing (strict). With
+--with-closest a no-match answer is scored on the "closest" list shown under "not recognised"
+(the figure before issue 17 made those ranked low-confidence answers).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parent.parent
+SETS = {
+    "unseen (blind, issue 17)": ROOT / "tests/data/explain_unseen/cases.toml",
+    "fresh (final unseen check, issue 17)": ROOT / "tests/data/explain_fresh/cases.toml",
+    "heldout (issue 6, tuned on since)": ROOT / "tests/data/explain_heldout/cases.toml",
+    "dev (tuning set, issue 17)": ROOT / "tests/data/explain_dev/cases.toml",
+    "corpus (in-sample)": ROOT / "tests/data/explain_corpus",
+}
+
+
+def load(path: Path) -> list:
+    if path.is_dir():
+        out = []
+        for f in sorted(path.glob("*.toml")):
+            with open(f, "rb") as fh:
+                d = tomllib.load(fh)
+            out += [dict(c, id=d["expect"]) for c in d["case"]]
+        return out
+    with open(path, "rb") as fh:
+        return tomllib.load(fh)["case"]
+
+
+def ranked(text: str, with_closest: bool = False) -> list:
+    sys.path.insert(0, str(ROOT))
+    from cudadoctor.explain import rank, scan, signatures
+
+    sigs = signatures.load()
+    ids = [m.id for m in rank.matches(sigs, scan.Scanner(sigs).scan_text(text))]
+    if not ids and with_closest:
+        ids = [s.id for _, s in rank.closest(sigs, text)]
+    return ids
+
+
+def score(cases: list, with_closest: bool = False) -> dict:
+    per: dict = {}
+    misses = []
+    top1 = top3 = 0
+    for c in cases:
+        ids = ranked(c["text"], with_closest)
+        hit1, hit3 = ids[:1] == [c["id"]], c["id"] in ids[:3]
+        top1 += hit1
+        top3 += hit3
+        p = per.setdefault(c["id"], [0, 0, 0])
+        p[0] += 1
+        p[1] += hit1
+        p[2] += hit3
+        if not hit1:
+            misses.append((c["id"], ids[:3], c.get("url", "")))
+    return {"n": len(cases), "top1": top1, "top3": top3, "per": per, "misses": misses}
+
+
+def pct(a: int, n: int) -> str:
+    return f"{a}/{n} = {100.0 * a / n:.1f}%" if n else "0/0"
+
+
+def markdown(r: dict) -> str:
+    lines = ["| id | cases | top-1 | top-3 |", "|---|---|---|---|"]
+    lines += [f"| {i} | {n} | {a} | {b} |" for i, (n, a, b) in sorted(r["per"].items())]
+    lines += ["", "| expected | got (top-3) | thread |", "|---|---|---|"]
+    lines += [f"| {e} | {', '.join(g) or '(nothing)'} | {u} |" for e, g, u in r["misses"]]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("paths", nargs="*", type=Path)
+    ap.add_argument("--misses", action="store_true", help="list every case not right at top-1")
+    ap.add_argument("--markdown", action="store_true", help="per-id table and misses as markdown")
+    ap.add_argument("--with-closest", action="store_true", help="score 'not recognised' on the closest list")
+    a = ap.parse_args()
+    sets = {str(p): p for p in a.paths} or {k: v for k, v in SETS.items() if v.exists()}
+    for name, path in sets.items():
+        r = score(load(path), a.with_closest)
+        print(f"{name}: top-1 {pct(r['top1'], r['n'])}, top-3 {pct(r['top3'], r['n'])}")
+        if a.markdown:
+            print(markdown(r))
+        elif a.misses:
+            for e, g, u in r["misses"]:
+                print(f"  miss: expected {e}, got {g or '(nothing)'}  {u}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
