@@ -119,7 +119,7 @@ VARIANTS = [
     ("ImportError: libcudnn.so.9: cannot open shared object file: No such file or directory", "missing-shared-library"),
     ("RuntimeError: CUDA driver initialization failed, you might not have a CUDA gpu.", "no-driver-or-device"),
     ("docker: Error response from daemon: could not select device driver \"\" with capabilities: [[gpu]].",
-     "no-driver-or-device"),
+     "container-toolkit"),
     ("Failed to initialize NVML: Driver Not Loaded", "no-driver-or-device"),
     ("../aten/src/ATen/native/cuda/Loss.cu:250: block: [0,0,0] Assertion `t >= 0 && t < n_classes` failed.\n"
      "RuntimeError: CUDA error: device-side assert triggered", "illegal-memory-access"),

@@ -338,7 +338,7 @@ def _cpu_only(match, facts, m, out: Personal) -> None:
         if text:
             out.notes.append(text)
         out.commands.extend(c.replace(" -m pip install ", " -m pip install --force-reinstall ", 1) for c in cmds)
-    elif not gpus(facts):
+    elif facts and not gpus(facts):  # offline (no facts) says nothing about this machine
         out.notes.append("no NVIDIA driver or GPU answered on this machine: run on the CPU or use a GPU machine")
 
 

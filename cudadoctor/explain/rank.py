@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -49,6 +51,8 @@ def matches(signatures: tuple, res: ScanResult) -> list:
                 continue
             if pat.context and not any(c in res.context_seen for c in pat.context):
                 continue
+            if any(u in res.context_seen for u in pat.unless):
+                continue
             miss *= 1.0 - pat.weight
             count = max(count, res.counts.get(key, 0))
             evidence.extend(res.hits[key])
@@ -91,19 +95,73 @@ def rank(found: list) -> list:
     return sorted(found, key=lambda m: (not m.strong, -m.rank_priority, -m.confidence, m.first_pos))
 
 
-_WORD = re.compile(r"[a-z0-9_]{3,}")
+_WORD = re.compile(r"[a-z][a-z0-9_]{2,}")
+_STOP = frozenset(
+    "the and for was with this not are from that your error cuda when have has can its into but than then one "
+    "all any use used using run runs running only also more most other same some such these those there their "
+    "which while will would could should been being does did out per may might must each both very just like "
+    "gpu gpus nvidia device devices failed fails failure found".split())
+GUESS_MAX = 0.35  # a guess from shared words is never more confident than this
+FALLBACK_LIMIT = 3
 
 
-def closest(signatures: tuple, sample: str, limit: int = 3) -> list:
-    """Signatures sharing the most words with the text (for an honest 'not recognised')."""
-    words = set(_WORD.findall(sample.lower()))
+def _words(text: str) -> set:
+    return {w for w in _WORD.findall(text.lower()) if w not in _STOP}
+
+
+@functools.lru_cache(maxsize=4)
+def _vocab(signatures: tuple) -> tuple:
+    """Per signature its words (title, meaning, pattern literals), weighted by how rare each word is
+    across signatures (inverse document frequency), so 'nvcc' counts more than 'driver'."""
+    docs = [_words(" ".join([s.title, s.meaning] + [c for p in s.patterns for c in p.contains])) for s in signatures]
+    titles = [_words(s.title) for s in signatures]
+    n = len(docs)
+    df: dict = {}
+    for d in docs:
+        for w in d:
+            df[w] = df.get(w, 0) + 1
+    idf = {w: math.log(1.0 + n / c) for w, c in df.items()}
+    return tuple(docs), tuple(titles), idf
+
+
+def closest(signatures: tuple, sample: str, limit: int = FALLBACK_LIMIT, exclude: tuple = ()) -> list:
+    """(confidence, signature) of the signatures sharing the most telling words with the text, best
+    first, for an answer when no signature matched well. Confidences stay <= GUESS_MAX: a guess."""
+    if limit <= 0:
+        return []
+    docs, titles, idf = _vocab(tuple(signatures))
+    words = _words(sample[:65536])
     scored = []
-    for sig in signatures:
-        kw = sig.keywords()
-        if not kw:
+    for sig, doc, title in zip(signatures, docs, titles):
+        if sig.id in exclude:
             continue
-        common = words & kw
-        if common:
-            scored.append((len(common) / len(kw) ** 0.5, sig))
-    scored.sort(key=lambda t: -t[0])
-    return [(round(s, 3), sig) for s, sig in scored[:limit]]
+        s = sum(idf[w] for w in words & doc) + 0.5 * sum(idf[w] for w in words & title)  # the title says it best
+        if s > 0:
+            scored.append((s / math.sqrt(len(doc) or 1), sig))
+    scored.sort(key=lambda t: (-t[0], -t[1].priority))
+    top = scored[0][0] if scored else 1.0
+    return [(round(GUESS_MAX * sc / top * min(1.0, sc), 3), sig) for sc, sig in scored[:limit]]
+
+
+def fallback(signatures: tuple, found: list, sample: str) -> list:
+    """When no match is strong: the closest signatures not already matched, to fill the answer to
+    FALLBACK_LIMIT causes. Empty when a strong match exists (the answer is confident)."""
+    if any(m.strong for m in found):
+        return []
+    want = max(0, FALLBACK_LIMIT - len(found))
+    if not want:
+        return []
+    by_id = {s.id: s for s in signatures}
+    taken = [m.id for m in found]
+    out = []
+    for m in found:  # what a weak match is usually confused with comes first (data: `alternatives`)
+        for alt in m.signature.alternatives:
+            if alt not in taken and len(out) < want:
+                taken.append(alt)
+                out.append((round(min(GUESS_MAX, m.confidence * 0.75), 3), by_id[alt]))
+    return out + closest(signatures, sample, want - len(out), tuple(taken))
+
+
+def answer_ids(signatures: tuple, found: list, sample: str) -> list:
+    """The ids explain puts forward, best first: its matches, then (when none is strong) the guesses."""
+    return [m.id for m in found] + [s.id for _, s in fallback(signatures, found, sample)]
