@@ -230,6 +230,10 @@ def _from_text(match, out: Personal, m) -> None:
         out.notes.append(f"torch expects cuDNN {c['compiled']}, found {c['runtime']}")
     if "request" in c:
         out.notes.append(f"the failed allocation asked for {c['request']}")
+    needs = next((v for k, v in sorted(c.items()) if k.startswith("needs_cuda")), "")
+    has = next((v for k, v in sorted(c.items()) if k.startswith("has_cuda")), "")
+    if needs and has:
+        out.notes.append(f"the report shows code built for CUDA {needs} and a driver that runs CUDA up to {has}")
 
 
 def _generic(match, facts, m, out: Personal) -> None:

@@ -7,6 +7,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from cudadoctor.explain import versions
 from cudadoctor.explain.scan import ScanResult
 
 STRONG = 0.6  # a match this confident ranks above every weaker one
@@ -45,6 +46,7 @@ def matches(signatures: tuple, res: ScanResult) -> list:
         miss = 1.0
         count = 0
         evidence: list = []
+        readings: list = []  # hits of capture-only patterns (weight 0): values for the gate
         for pi, pat in enumerate(sig.patterns):
             key = (si, pi)
             if key not in res.hits:
@@ -53,18 +55,31 @@ def matches(signatures: tuple, res: ScanResult) -> list:
                 continue
             if any(u in res.context_seen for u in pat.unless):
                 continue
+            if pat.weight == 0:
+                readings.extend(res.hits[key])
+                continue
             miss *= 1.0 - pat.weight
             count = max(count, res.counts.get(key, 0))
             evidence.extend(res.hits[key])
+        caps = _captures(evidence + readings)
+        gate = dict(sig.gate)
+        if gate and versions.gate_holds(gate, caps):  # the versions in the text confirm it
+            miss *= 1.0 - float(gate["weight"])
+            evidence.extend(readings)
+            count = max(count, 1)
         if not evidence:
             continue
         evidence = _dedupe(sorted(evidence, key=lambda h: h.pos))
-        caps: dict = {}
-        for h in evidence:
-            for k, v in h.captures.items():
-                caps.setdefault(k, v)
         out.append(Match(sig, round(1.0 - miss, 3), count, evidence[:3], caps, sig.priority))
     return rank(out)
+
+
+def _captures(hits: list) -> dict:
+    caps: dict = {}
+    for h in sorted(hits, key=lambda h: h.pos):
+        for k, v in h.captures.items():
+            caps.setdefault(k, v)
+    return caps
 
 
 def _dedupe(hits: list) -> list:

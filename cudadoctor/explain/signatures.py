@@ -25,7 +25,7 @@ class Pattern:
     contains: tuple  # lowercase substrings; a line with one of them is a candidate
     regex: "re.Pattern | None" = None  # must match that line (case-insensitive)
     capture: "re.Pattern | None" = None  # only extracts named groups; never rejects a line
-    weight: float = 0.9
+    weight: float = 0.9  # 0 = capture only: reads values for a gate, never a match on its own
     context: tuple = ()  # one of these must appear anywhere in the input
     unless: tuple = ()  # the pattern does not count when one of these appears anywhere in the input
 
@@ -46,6 +46,7 @@ class Signature:
     patterns: tuple
     explains: tuple = ()
     alternatives: tuple = ()  # ids to offer next when this signature matched only weakly (a guess)
+    gate: tuple = ()  # ((key, value), ...): versions read by capture-only patterns that confirm it (versions.py)
     keep_before: bool = False  # keep the text before the first hit (tracebacks name the binary)
     source: str = ""
 
@@ -83,8 +84,8 @@ def parse(data: dict, where: str = "<data>") -> Signature:
         except re.error as e:
             raise SignatureError(f"{pw}: bad capture regex: {e}") from e
         w = float(p.get("weight", 0.9))
-        if not 0 < w <= 1:
-            raise SignatureError(f"{pw}: weight must be in (0, 1]")
+        if not 0 <= w <= 1:
+            raise SignatureError(f"{pw}: weight must be in [0, 1]")
         pats.append(Pattern(contains, compiled, cap_rx, w, tuple(s.lower() for s in _tuple_of_str(p, "context", pw)),
                             tuple(s.lower() for s in _tuple_of_str(p, "unless", pw))))
     if not pats:
@@ -96,9 +97,19 @@ def parse(data: dict, where: str = "<data>") -> Signature:
         docs=_tuple_of_str(data, "docs", where), related_checks=_tuple_of_str(data, "related_checks", where),
         facts=_tuple_of_str(data, "facts", where), patterns=tuple(pats),
         explains=_tuple_of_str(data, "explains", where), alternatives=_tuple_of_str(data, "alternatives", where),
+        gate=_gate(data, where),
         keep_before=bool(data.get("keep_before", False)),
         source=where,
     )
+
+
+def _gate(data: dict, where: str) -> tuple:
+    g = data.get("gate", {})
+    if not isinstance(g, dict) or (g and not {"needs", "has", "weight"} <= set(g)):
+        raise SignatureError(f"{where}: gate needs needs, has and weight")
+    if g and not 0 < float(g["weight"]) <= 1:
+        raise SignatureError(f"{where}: gate weight must be in (0, 1]")
+    return tuple(sorted(g.items()))
 
 
 def load_dir(folder: Path) -> tuple:
