@@ -159,21 +159,23 @@ def closest(signatures: tuple, sample: str, limit: int = FALLBACK_LIMIT, exclude
 
 
 def fallback(signatures: tuple, found: list, sample: str) -> list:
-    """When no match is strong: the closest signatures not already matched, to fill the answer to
-    FALLBACK_LIMIT causes. Empty when a strong match exists (the answer is confident)."""
-    if any(m.strong for m in found):
-        return []
+    """Other possible causes, (confidence, signature), to fill the answer to FALLBACK_LIMIT causes:
+    first what the matches are usually confused with (data: `alternatives`), then, only when no
+    match is strong, the signatures sharing the most telling words with the text. Low confidence
+    by construction: a confident answer stays first."""
     want = max(0, FALLBACK_LIMIT - len(found))
     if not want:
         return []
     by_id = {s.id: s for s in signatures}
     taken = [m.id for m in found]
     out = []
-    for m in found:  # what a weak match is usually confused with comes first (data: `alternatives`)
+    for m in found:
         for alt in m.signature.alternatives:
             if alt not in taken and len(out) < want:
                 taken.append(alt)
-                out.append((round(min(GUESS_MAX, m.confidence * 0.75), 3), by_id[alt]))
+                out.append((round(min(GUESS_MAX, m.confidence * 0.5), 3), by_id[alt]))
+    if any(m.strong for m in found):
+        return out
     return out + closest(signatures, sample, want - len(out), tuple(taken))
 
 
