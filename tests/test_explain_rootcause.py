@@ -68,6 +68,9 @@ NCCL_WITH_PLUGIN_PROBE = (
     ("RuntimeError: cuda runtime error (46) : all CUDA-capable devices are busy or unavailable", "device-busy"),
     ("RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use the "
      "'spawn' start method", "cuda-fork"),
+    # older torch words for the same thing, CUDA used in a DataLoader transform
+    ("used a GPU model inside the DataLoader transform\nRuntimeError: cuda runtime error (3) initialization error at "
+     "THCStorage.c:55", "cuda-fork"),
 ])
 def test_root_cause_first(text, first):
     assert ids(text)[:1] == [first], ids(text)
@@ -83,6 +86,12 @@ def test_wsl_as_a_word_not_inside_another():
     oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
     assert ids(oom + "wslink 1.3.0 pypi_0 pypi\n")[:1] == ["out-of-memory"]
     assert ids(oom + "Ubuntu under WSL2\n")[:1] == ["wsl"]
+    smi = "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n"
+    assert ids("Ubuntu app WSL: nvidia-smi\n" + smi)[:1] == ["wsl"]
+    assert ids(smi)[:1] == ["no-driver-or-device"]
+    # nvidia-container-cli's debug log names WSL on plain Linux too
+    log = "nvc.c:395] dxcore initialization failed, continuing assuming a non-WSL environment\n"
+    assert "wsl" not in ids(log + smi)
 
 
 COLLECT_ENV = ("PyTorch version: 1.6.0\nCUDA used to build PyTorch: 10.2\nIs CUDA available: No\n"
