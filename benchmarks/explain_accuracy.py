@@ -18,48 +18,25 @@ import argparse
 import sys
 from pathlib import Path
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+from explain_sets import DATA, answer, cases  # noqa: E402  (the tests' loader: one way to read a set)
+
 SETS = {
-    "unseen (blind, issue 17)": ROOT / "tests/data/explain_unseen/cases.toml",
-    "fresh (final unseen check, issue 17)": ROOT / "tests/data/explain_fresh/cases.toml",
-    "heldout (issue 6, tuned on since)": ROOT / "tests/data/explain_heldout/cases.toml",
-    "dev (tuning set, issue 17)": ROOT / "tests/data/explain_dev/cases.toml",
-    "corpus (in-sample)": ROOT / "tests/data/explain_corpus",
+    "unseen (blind, issue 17)": DATA / "explain_unseen/cases.toml",
+    "fresh (final unseen check, issue 17)": DATA / "explain_fresh/cases.toml",
+    "heldout (issue 6, tuned on since)": DATA / "explain_heldout/cases.toml",
+    "dev (tuning set, issue 17)": DATA / "explain_dev/cases.toml",
+    "corpus (in-sample)": DATA / "explain_corpus",
 }
 
 
-def load(path: Path) -> list:
-    if path.is_dir():
-        out = []
-        for f in sorted(path.glob("*.toml")):
-            with open(f, "rb") as fh:
-                d = tomllib.load(fh)
-            out += [dict(c, id=d["expect"]) for c in d["case"]]
-        return out
-    with open(path, "rb") as fh:
-        return tomllib.load(fh)["case"]
-
-
-def ranked(text: str, strict: bool = False) -> list:
-    sys.path.insert(0, str(ROOT))
-    from cudadoctor.explain import rank, scan, signatures
-
-    sigs = signatures.load()
-    found = rank.matches(sigs, scan.Scanner(sigs).scan_text(text))
-    return [m.id for m in found] if strict else rank.answer_ids(sigs, found, text)
-
-
-def score(cases: list, strict: bool = False) -> dict:
+def score(cs: list, strict: bool = False) -> dict:
     per: dict = {}
     misses = []
     top1 = top3 = 0
-    for c in cases:
-        ids = ranked(c["text"], strict)
+    for c in cs:
+        ids = answer(c["text"], strict)
         hit1, hit3 = ids[:1] == [c["id"]], c["id"] in ids[:3]
         top1 += hit1
         top3 += hit3
@@ -69,7 +46,7 @@ def score(cases: list, strict: bool = False) -> dict:
         p[2] += hit3
         if not hit1:
             misses.append((c["id"], ids[:3], c.get("url", "")))
-    return {"n": len(cases), "top1": top1, "top3": top3, "per": per, "misses": misses}
+    return {"n": len(cs), "top1": top1, "top3": top3, "per": per, "misses": misses}
 
 
 def pct(a: int, n: int) -> str:
@@ -93,7 +70,7 @@ def main() -> int:
     a = ap.parse_args()
     sets = {str(p): p for p in a.paths} or {k: v for k, v in SETS.items() if v.exists()}
     for name, path in sets.items():
-        r = score(load(path), a.strict)
+        r = score(cases(path), a.strict)
         kind = "strict" if a.strict else "answer"
         print(f"{name} [{kind}]: top-1 {pct(r['top1'], r['n'])}, top-3 {pct(r['top3'], r['n'])}")
         if a.markdown:
