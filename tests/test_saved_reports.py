@@ -146,13 +146,15 @@ def test_fleet_summarize_judges_old_reports_again(tmp_path, monkeypatch):
 def test_a_report_of_this_version_keeps_its_verdicts(tmp_path, monkeypatch):
     raw = saved("c13_alloc_check.json")
     raw["schema_version"] = "1.1"
+    this = cudadoctor.__version__
+    raw["tool_version"] = this  # as if this version had saved it (with 0.1.0's facts and verdicts)
     (tmp_path / "a.json").write_text(json.dumps(raw, indent=2))
     records, _ = load_reports(HostSystem(), [str(tmp_path)], jobs=1)
     assert records[0].rejudged_from == ""
     assert "torch.cuda.probe-crashed" in {p["id"] for p in records[0].problems}
-    monkeypatch.setattr(cudadoctor, "__version__", "9.9.9")  # a newer cudadoctor reading a 0.1.0 report
+    monkeypatch.setattr(cudadoctor, "__version__", "9.9.9")  # a newer cudadoctor reading this one's report
     records, _ = load_reports(HostSystem(), [str(tmp_path)], jobs=1)
-    assert records[0].rejudged_from == "0.1.0"
+    assert records[0].rejudged_from == this
     assert "torch.cuda.probe-crashed" not in {p["id"] for p in records[0].problems}
 
 
