@@ -11,28 +11,10 @@ hides the rest; its NVML error name goes into the GPU's "errors".
 
 from __future__ import annotations
 
-import ctypes
 import json
 import sys
 
-from cudadoctor.system.nvml_probe import _compute_mode, _err_name, _reasons, _s
-
-
-def fabric_info(N, h) -> dict:
-    """nvmlDeviceGetGpuFabricInfo[V] fill a struct the caller passes (nvidia-ml-py has no one-argument
-    form): V (with the health mask) where the binding and driver have it, else the first version."""
-    v2 = getattr(N, "c_nvmlGpuFabricInfo_v2_t", None)
-    if v2 is not None and hasattr(N, "nvmlDeviceGetGpuFabricInfoV"):
-        info = v2()
-        try:
-            N.nvmlDeviceGetGpuFabricInfoV(h, ctypes.byref(info))
-            return {"state": int(info.state), "status": int(info.status), "health_mask": int(info.healthMask)}
-        except N.NVMLError as e:
-            if getattr(e, "value", None) not in (N.NVML_ERROR_FUNCTION_NOT_FOUND, N.NVML_ERROR_ARGUMENT_VERSION_MISMATCH):
-                raise
-    info = N.c_nvmlGpuFabricInfo_t()
-    N.nvmlDeviceGetGpuFabricInfo(h, ctypes.byref(info))
-    return {"state": int(info.state), "status": int(info.status)}
+from cudadoctor.system.nvml_probe import _compute_mode, _err_name, _reasons, _s, fabric_info
 
 
 def field_values(N, h, ids: dict) -> dict:

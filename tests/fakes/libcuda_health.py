@@ -79,8 +79,8 @@ int cuModuleLoadDataEx(void **mod, const char *image, unsigned n, void *o, void 
     const char *log = getenv("FAKE_CUDA_LOG");
     if (log && *log) {
         FILE *f = fopen(log, "a");
-        const char *t = strstr(image, ".target");
-        if (f) { fprintf(f, "device %d: %.12s\n", cur, t ? t : "(no .target)"); fclose(f); }
+        const char *t = strstr(image, "\n.target");
+        if (f) { fprintf(f, "device %d: %.14s\n", cur, t ? t + 1 : "(no .target)"); fclose(f); }
     }
     int rc = act(cur, "cuModuleLoadDataEx");
     if (rc) return rc;
