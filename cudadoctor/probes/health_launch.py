@@ -31,9 +31,14 @@ BLOCKS, THREADS = 2, 128
 OLDER_TARGETS = (((5, 0), b".version 4.0", b".target sm_50"), ((0, 0), b".version 3.1", b".target sm_30"))
 
 
+_EMIT = threading.Lock()  # one thread per GPU reports: whole lines only
+
+
 def emit(rec: dict) -> None:
-    sys.stdout.write(MARK + json.dumps(rec) + "\n")
-    sys.stdout.flush()
+    line = MARK + json.dumps(rec) + "\n"
+    with _EMIT:
+        sys.stdout.write(line)
+        sys.stdout.flush()
 
 
 def error_of(e) -> dict:
