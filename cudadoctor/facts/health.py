@@ -6,12 +6,11 @@ then asks everything else while it runs, each in its own thread with its own tim
 
 from __future__ import annotations
 
-import json
 import re
 from concurrent.futures import ThreadPoolExecutor
 
 from cudadoctor.child.records import parse_marked, stop_reason
-from cudadoctor.facts import driver as _driver  # noqa: F401 - registers kernel_module
+from cudadoctor.facts.driver import NVML_SOURCE, nvml_child  # also registers kernel_module
 from cudadoctor.facts import environment as _environment  # noqa: F401 - registers platform
 from cudadoctor.facts.health_launch import LAUNCH_MARK, launch_argv
 from cudadoctor.facts.health_types import (
@@ -85,21 +84,10 @@ def missing_ordinals(info: LaunchInfo) -> list:
 @gatherer("health_nvml", value_type=NvmlHealth)
 def gather_nvml_health(system: System, opts: Options, deps: dict) -> Fact:
     """NVML (nvidia-ml-py) in a child with a timeout: only what health judges."""
-    argv = [system.own_python(), "-m", "cudadoctor.system.nvml_health"]
-    src = "NVML (nvidia-ml-py)"
-    res = system.run(argv, opts.timeout_nvml)
-    if res.timed_out:
-        return Fact.timeout(src, f"NVML gave no answer within {res.timeout_s:g} s (killed)")
-    if not res.ok:
-        return Fact.failed(src, res.describe() + (": " + res.output[-400:] if res.output else ""))
-    try:
-        raw = json.loads(res.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return Fact.failed(src, "the NVML child printed no JSON: " + res.output[-300:])
-    if not isinstance(raw, dict):
-        return Fact.failed(src, "the NVML child printed something else than a JSON object")
-    if raw.get("error") == "import-failed":
-        return Fact.failed(src, "nvidia-ml-py is not importable: " + str(raw.get("message", "")))
+    src = NVML_SOURCE
+    raw, failed, elapsed = nvml_child(system, opts, "cudadoctor.system.nvml_health")
+    if failed is not None:
+        return failed
     info = NvmlHealth(error=str(raw.get("error") or ""), message=str(raw.get("message") or ""),
                       driver_version=str(raw.get("driver_version") or ""),
                       device_count=int(raw.get("device_count") or 0),
@@ -107,7 +95,7 @@ def gather_nvml_health(system: System, opts: Options, deps: dict) -> Fact:
                             if isinstance(g, HealthGpu)])
     if info.error:
         return Fact.failed(src, f"{info.error}: {info.message}", value=info)
-    return Fact.found(info, src, res.elapsed_s)
+    return Fact.found(info, src, elapsed)
 
 
 @gatherer("device_nodes", value_type=DeviceNodes)
