@@ -112,7 +112,9 @@ def main(argv: list) -> int:
     if args.json:
         sys.stdout.write(render_health_json(run, system.env) + "\n")
     elif args.quiet:
-        sys.stdout.write(run.reason + "\n")
+        from cudadoctor.redact import Redactor
+
+        sys.stdout.write(Redactor(system.env)(run.reason) + "\n")
     else:
         render_health_text(run, system.env, verbose=args.verbose)
     return run.report.exit_code
