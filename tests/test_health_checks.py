@@ -321,6 +321,18 @@ def test_a_busy_gpu_is_not_judged():
     assert bad(run) == [("probe.launch.failed", "fail", 1)]
 
 
+def test_a_gpu_full_of_another_process_is_not_judged_whatever_cuda_says():
+    # the recon's hog: another process holding 142892 MiB of GPU 0's 143771
+    err = {"call": "cuModuleLoadDataEx", "code": 701, "name": "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", "message": "x"}
+    out = launch_records(devices={0: {"ok": False, "step": "load", "error": err}})
+    gs = gpus(g0={"procs": [[2662, 142892 << 20]], "mem": [143771 << 20, 143000 << 20]})
+    run = health(h200x2(gs, launch=FakeCmd(stdout=out)))
+    assert ("probe.launch.busy", "skip", 0) in findings(run) and run.report.exit_code == 0
+    # the same error with the memory free is a fault of the GPU
+    run = health(h200x2(gpus(g0={"procs": [[2662, 1 << 30]]}), launch=FakeCmd(stdout=out)))
+    assert bad(run) == [("probe.launch.failed", "fail", 0)]
+
+
 def test_a_launch_that_hangs_on_one_gpu_keeps_the_others_results():
     out = launch_records(devices={1: {"missing": True}}, done=False)
     run = health(h200x2(launch=FakeCmd(stdout=out, hang=True)))

@@ -13,6 +13,18 @@ CUDA_ERROR_DEVICE_UNAVAILABLE = 46
 CUDA_ERROR_NO_DEVICE = 100
 CUDA_ERROR_SYSTEM_NOT_READY = 802
 BUSY = {CUDA_ERROR_OUT_OF_MEMORY, CUDA_ERROR_DEVICE_UNAVAILABLE}
+FULL_MIB = 1024  # less free memory than this: no room for a CUDA context
+
+
+def _busy(g, code: int) -> bool:
+    """Another job holds the GPU, so a failed launch says nothing about its health: the GPU is exclusive
+    and in use, or another process holds it and the error is the busy/out-of-memory one, or its memory is
+    nearly full (then CUDA's error for it varies with where the launch ran out)."""
+    used = g.processes is not None and g.processes > 0
+    exclusive = g.compute_mode in ("Exclusive_Process", "Exclusive_Thread")
+    full = g.memory_total_mib is not None and g.memory_used_mib is not None and (
+        g.memory_total_mib - g.memory_used_mib < FULL_MIB)
+    return (code in BUSY and (used or exclusive)) or (used and full)
 
 
 def _err(e) -> str:
@@ -82,8 +94,7 @@ def check_launch(ctx: Context) -> Outcome:
         if d.ok:
             ran.append(d)
             continue
-        if d.error is not None and d.error.code in BUSY and g is not None and (
-                (g.processes or 0) > 0 or g.compute_mode in ("Exclusive_Process", "Exclusive_Thread")):
+        if d.error is not None and g is not None and _busy(g, d.error.code):
             findings.append(Finding(
                 "probe.launch.busy", Status.SKIP,
                 f"{tag} is busy ({g.processes or 0} process(es), compute mode {g.compute_mode or '?'}): not tested",
