@@ -385,3 +385,13 @@ def test_the_reason_fits_a_drain_reason():
     assert run.report.exit_code == 1
     assert len(run.reason) <= H.MAX_REASON and "\n" not in run.reason
     assert run.reason.startswith("unhealthy: health.gpu-count: 2 GPUs, expected 4; health.remapped-rows-failure")
+
+
+def test_garbled_launch_records_are_judged_not_crashed_on():
+    from cudadoctor.facts.health_launch import LAUNCH_MARK
+
+    out = (f'{LAUNCH_MARK}{{"stage": "init", "count": "two", "error": "boom"}}\n{LAUNCH_MARK}{{"stage": "device", '
+           f'"ordinal": "x"}}\n{LAUNCH_MARK}not json\n')
+    run = health(h200x2(launch=FakeCmd(stdout=out)))
+    assert bad(run) == [("probe.launch.failed", "fail", None)] and "UNREADABLE" in steps_summary(run, "launch")
+    assert not any(s.status.value == "error" for s in run.report.steps)

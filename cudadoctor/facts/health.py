@@ -57,13 +57,15 @@ def gather_launch(system: System, opts: Options, deps: dict) -> Fact:
     for rec in recs:
         if rec["stage"] == "init":
             info.init_s, info.libcuda = rec.get("init_s"), rec.get("libcuda", "")
-            info.visible_devices, info.count = rec.get("visible_devices"), rec.get("count")
+            info.visible_devices = rec.get("visible_devices")
+            info.count = rec.get("count") if isinstance(rec.get("count"), int) else None
             v = rec.get("driver_version")
             info.cuda_version = f"{v // 1000}.{(v % 1000) // 10}" if isinstance(v, int) else ""
-            info.error = from_jsonable(CudaCallError, rec.get("error"))
+            info.error = _call_error(rec.get("error"))
         elif rec["stage"] == "device":
             dev = from_jsonable(LaunchDevice, rec)
-            if isinstance(dev, LaunchDevice):
+            if isinstance(dev, LaunchDevice) and isinstance(dev.ordinal, int):
+                dev.error = _call_error(rec.get("error"))
                 info.devices.append(dev)
         elif rec["stage"] == "done":
             info.total_s = rec.get("total_s")
@@ -74,6 +76,14 @@ def gather_launch(system: System, opts: Options, deps: dict) -> Fact:
     info.stopped = stop_reason(res, "the kernel launch", doing, finished=finished)
     info.timed_out = res.timed_out
     return Fact.found(info, src, res.elapsed_s)
+
+
+def _call_error(raw):
+    """A CUDA error record as the child prints it (CudaError.to_dict()), or None."""
+    if raw is None:
+        return None
+    err = from_jsonable(CudaCallError, raw)
+    return err if isinstance(err, CudaCallError) else CudaCallError(code=-1, name="UNREADABLE", message=str(raw)[:200])
 
 
 def missing_ordinals(info: LaunchInfo) -> list:
@@ -141,7 +151,7 @@ def gather_node_processes(system: System, opts: Options, deps: dict) -> Fact:
     for pid in [p for p in system.listdir("/proc") if p.isdigit()][:MAX_PROCS]:
         comm = (system.read_text(f"/proc/{pid}/comm", limit=64) or "").strip()
         info.scanned += 1
-        if comm == "nvidia-persiste":  # comm is cut at 15 characters
+        if comm.startswith("nvidia-persist"):  # comm is cut at 15 characters: nvidia-persiste
             info.persistenced = True
         elif comm.startswith("nv-fabricmanage"):
             info.fabricmanager = True
