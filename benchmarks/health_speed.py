@@ -77,7 +77,8 @@ def main() -> int:
     a = ap.parse_args()
     cd = cudadoctor()
     smi = shutil.which("nvidia-smi")
-    torch_ok = subprocess.run([a.python, "-c", "import torch"], capture_output=True, timeout=600).returncode == 0
+    torch_ok = subprocess.run([a.python, "-c", "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)"],
+                              capture_output=True, timeout=60).returncode == 0
     plan = [("health", cd + ["health", "--quiet"], None, a.runs)]
     if a.one_gpu:
         plan.append(("health 1 GPU", cd + ["health", "--quiet"], {"CUDA_VISIBLE_DEVICES": "0"}, a.runs))
