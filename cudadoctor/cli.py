@@ -17,6 +17,22 @@ from cudadoctor import __version__
 
 EXIT_OK, EXIT_FAIL, EXIT_USAGE = 0, 1, 2
 
+def _no_type_for_flags() -> None:
+    """typer's rich help prints a type after every option, `<bool>` after flags too, which take no value: it
+    reads as if `--json <bool>` wanted an argument. Flags get no type column; other options keep theirs."""
+    opt = getattr(getattr(typer, "core", None), "TyperOption", None)
+    shown = getattr(opt, "display_type_rich", None)
+    if shown is None or getattr(shown, "_flags_untyped", False):
+        return
+
+    def display_type_rich(self, ctx):
+        return None if getattr(self, "is_flag", False) and self.metavar is None else shown(self, ctx)
+
+    display_type_rich._flags_untyped = True
+    opt.display_type_rich = display_type_rich
+
+
+_no_type_for_flags()
 app = typer.Typer(
     name="cudadoctor",
     help="A doctor for CUDA environments: finds the broken layer and says what to type to fix it.",
@@ -50,6 +66,24 @@ def _register_commands() -> None:
 
 
 _register_commands()
+
+
+def _one_line_summaries(typer_app: typer.Typer) -> None:
+    """The commands panel shows each command's first paragraph with the docstring's own line breaks (typer keeps
+    them there, unlike in a command's own help), so help wrapped in mid-sentence. Give each command a short help:
+    that paragraph as one line, wrapped at the terminal's edge."""
+    import inspect
+
+    for info in typer_app.registered_commands:
+        text = info.help or (info.callback.__doc__ if info.callback else "") or ""
+        if info.short_help is None and text:
+            info.short_help = " ".join(inspect.cleandoc(text).split("\n\n")[0].split())
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            _one_line_summaries(group.typer_instance)
+
+
+_one_line_summaries(app)
 
 
 def fail_usage(message: str) -> "typer.Exit":

@@ -16,7 +16,7 @@ tests/data/h200/nokernelimage.txt):
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
 NATIVE = "native"
@@ -161,3 +161,117 @@ def select_for_binary(sass: Iterable[str], ptx: Iterable[str], cc: tuple, driver
     """select_image() for a binary whose PTX entries carry their PTX ISA versions (arch -> '9.0')."""
     made = {a: ptx_isa_cuda(v) for a, v in (ptx_isa or {}).items() if ptx_isa_cuda(v)}
     return select_image(list(sass), list(ptx), cc, driver_cuda=driver_cuda, ptx_cuda=made)
+
+
+# ---------------------------------------------------------------- module by module (fatbin.py says why)
+
+NO_KERNELS = "no-kernels"  # a module without kernels (nvcc's device-link stub): nothing to launch, no verdict
+OTHER_GPUS = "other-gpus-only"  # a module built only for newer GPUs or another GPU's a/f target: dispatched there
+_WORST = {PTX_TOO_NEW: 4, NO_IMAGE: 4, PTX_JIT: 2, NATIVE: 1}
+
+
+@dataclass
+class ModuleArchs:
+    """One CUDA module of a binary as judged: the images of one fatbin container."""
+
+    index: int = 0
+    section: str = ""  # ".nv_fatbin", "__nv_relfatbin" or ""
+    offset: int = 0
+    sass: list = field(default_factory=list)
+    ptx: list = field(default_factory=list)
+    ptx_isa: dict = field(default_factory=dict)
+    kernels: Optional[list] = None  # entry kernels; None when unknown (compressed)
+    stub: bool = False  # no kernels (read so, or too small to hold one)
+
+    def name(self) -> str:
+        if self.kernels:
+            k = list(self.kernels)
+            shown = ", ".join(k[:4]) + (f" and {len(k) - 4} more" if len(k) > 4 else "")
+            return f"module {self.index} (kernel{'s' if len(k) > 1 else ''} {shown})"
+        return f"module {self.index} at byte {self.offset:#x}"
+
+
+@dataclass(frozen=True)
+class ModuleVerdict:
+    module: ModuleArchs
+    verdict: str
+    image: str = ""
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class FileVerdict:
+    verdict: str
+    image: str = ""
+    reason: str = ""
+    modules: tuple = ()  # ModuleVerdict of every loader module
+    worst: Optional[ModuleVerdict] = None  # the module the file's verdict comes from
+
+
+def _only_other_gpus(m: ModuleArchs, cc: tuple) -> bool:
+    """Every target is for a newer GPU, or arch/family-specific to another one: code meant for those GPUs
+    (vLLM's sm_90a kernels next to its generic ones), not a build that forgot this one."""
+    archs = [a for a in (parse_arch(x) for x in list(m.sass) + list(m.ptx)) if a]
+    return bool(archs) and all(a.cc > tuple(cc) or (a.variant in ("a", "f") and a.major != cc[0]) for a in archs)
+
+
+def relocatable_rescue(relocatable: list, cc: tuple, driver_cuda: Optional[str] = None) -> Optional[str]:
+    """When the device-linked image has nothing for this GPU, the CUDA runtime links the -rdc objects of
+    __nv_relfatbin at load time: possible only if every object has PTX that JITs here (and that the driver
+    reads) or SASS for exactly this SM. Returns the reason when it can, else None (fatbin.py: measured)."""
+    objs = [m for m in relocatable if not m.stub and (m.sass or m.ptx)]
+    if not objs:
+        return None
+    for m in objs:
+        exact = [s for s in m.sass if (a := parse_arch(s)) and a.cc == tuple(cc) and a.variant in ("", "a")]
+        if exact:
+            continue
+        sel = select_for_binary([], m.ptx, cc, driver_cuda, m.ptx_isa)
+        if sel.verdict != PTX_JIT:
+            return None
+    return (f"no linked image for cc {cc_str(cc)}; the CUDA runtime links the relocatable (-rdc) objects at load "
+            f"time from their PTX (JIT)")
+
+
+def judge_modules(loader: list, relocatable: list, cc: tuple, driver_cuda: Optional[str] = None) -> FileVerdict:
+    """Each loader module judged on its own; the file's verdict is its worst module's."""
+    cc = tuple(cc)
+    out = []
+    for m in loader:
+        if m.stub or not (m.sass or m.ptx):
+            rescue = relocatable_rescue(relocatable, cc, driver_cuda) if relocatable and not m.stub else None
+            if rescue:
+                out.append(ModuleVerdict(m, PTX_JIT, "", rescue))
+            elif relocatable and not m.stub:
+                out.append(ModuleVerdict(m, NO_IMAGE, "", "an -rdc program whose relocatable objects have no PTX "
+                                         f"this GPU can JIT and no SASS for exactly cc {cc_str(cc)} (CUDA error 500 "
+                                         "'named symbol not found' or 209 at launch)"))
+            else:
+                out.append(ModuleVerdict(m, NO_KERNELS, "", "no kernels in this module (a device-link stub)"))
+            continue
+        sel = select_for_binary(m.sass, m.ptx, cc, driver_cuda, m.ptx_isa)
+        if not verdict_runs(sel.verdict) and relocatable:
+            rescue = relocatable_rescue(relocatable, cc, driver_cuda)
+            if rescue:
+                out.append(ModuleVerdict(m, PTX_JIT, "", rescue))
+                continue
+            sel = Selection(sel.verdict, sel.image, sel.reason + "; its relocatable (-rdc) objects cannot be linked "
+                            "for it at load time either (CUDA error 500 'named symbol not found' at launch)")
+        if not verdict_runs(sel.verdict) and sel.verdict == NO_IMAGE and _only_other_gpus(m, cc):
+            out.append(ModuleVerdict(m, OTHER_GPUS, "", f"built only for other GPUs ({', '.join(m.sass + m.ptx)})"))
+            continue
+        out.append(ModuleVerdict(m, sel.verdict, sel.image, sel.reason))
+    judged = [v for v in out if v.verdict in _WORST]
+    if not judged:
+        other = [v for v in out if v.verdict == OTHER_GPUS]
+        if other:
+            have = ", ".join(sorted({a for v in other for a in v.module.sass + v.module.ptx}))
+            return FileVerdict(NO_IMAGE, "", f"no SASS for cc {cc_str(cc)} and no PTX at or below it ({have})",
+                               tuple(out), other[0])
+        return FileVerdict(NO_KERNELS, "", "no module with kernels", tuple(out), None)
+    worst = max(judged, key=lambda v: (_WORST[v.verdict], -v.module.index))
+    reason = worst.reason
+    if len(loader) > 1 and not verdict_runs(worst.verdict):
+        ok = sum(1 for v in judged if verdict_runs(v.verdict))
+        reason = f"{worst.module.name()}: {worst.reason}" + (f" ({ok} other module(s) can run)" if ok else "")
+    return FileVerdict(worst.verdict, worst.image, reason, tuple(out), worst)

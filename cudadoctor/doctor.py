@@ -58,7 +58,11 @@ def run_check(system: System, opts: Optional[facts.Options] = None, only: Iterab
     steps = checks.ordered(only, skip)
     names = checks.needed_facts(steps) + ["platform"]
     if given_facts is not None:
+        from cudadoctor.facts.saved import not_saved
+
         gathered = dict(given_facts)
+        for name in facts.closure(names):
+            gathered.setdefault(name, not_saved(name))  # an older report did not gather it
     else:
         gathered = facts.gather(system, names, opts)
     results = checks.run_steps(steps, gathered)
@@ -89,3 +93,53 @@ def python_version_of(report: Report) -> str:
     if report.target_python and os.path.realpath(report.target_python) != os.path.realpath(sys.executable):
         return ""  # another interpreter that did not say: never show cudadoctor's own version for it
     return sys.version.split()[0]
+
+
+# ---------------------------------------------------------------- saved reports, judged with today's rules
+
+def steps_missing_facts(only, skip, given: dict) -> dict:
+    """step id -> [its primary fact] for steps whose primary fact (the first it declares) a saved
+    report lacks (made with --only, or by an older cudadoctor). Such steps are not judged: without
+    it a step would misjudge (no torch fact reads as "torch not installed"). Steps missing only a
+    secondary fact are judged with what there is: that fact reads "not in saved report"."""
+    return {st.id: [st.facts[0]] for st in checks.ordered(only, skip) if st.facts and st.facts[0] not in given}
+
+
+def unjudged_step(st, names: list):
+    from cudadoctor.model import Finding, StepResult
+
+    summary = f"not judged: the saved report has no {', '.join(names)} fact"
+    return StepResult(st.id, st.title, Status.SKIP, summary, (
+        Finding(f"{st.id}.not-in-saved-report", Status.SKIP, summary,
+                detail="The report was made with --only/--skip or by an older cudadoctor that did not gather it.",
+                evidence={"missing facts": ", ".join(names)}),))
+
+
+def add_unjudged(report, only, skip, unjudged: dict, strict: bool) -> None:
+    """Put the steps that were not judged (see steps_missing_facts) back in their place, as SKIP."""
+    done = {st.id: st for st in report.steps}
+    steps = []
+    for st in checks.ordered(only, skip):
+        if st.id in done:
+            steps.append(done[st.id])
+        elif st.id in unjudged:
+            steps.append(unjudged_step(st, unjudged[st.id]))
+    report.steps = steps
+    report.exit_code = exit_code(steps, strict)
+
+
+def judge_saved(saved_facts: dict, only: Iterable[str] = ()) -> tuple:
+    """(steps, exit code): today's verdicts on a saved report's (upgraded) facts, for the steps `only` (all when
+    empty) that still exist; a step whose primary fact the report lacks is not judged."""
+    from cudadoctor.facts.saved import not_saved
+
+    known = checks.load_all()
+    only = [i for i in only if i in known]
+    unjudged = steps_missing_facts(only, (), saved_facts)
+    todo = [s for s in checks.ordered(only) if s.id not in unjudged]
+    given = dict(saved_facts)
+    for name in facts.closure(checks.needed_facts(todo)):
+        given.setdefault(name, not_saved(name))
+    judged = {r.id: r for r in checks.run_steps(todo, given)}
+    steps = [judged[s.id] if s.id in judged else unjudged_step(s, unjudged[s.id]) for s in checks.ordered(only)]
+    return steps, exit_code(steps)

@@ -14,7 +14,7 @@ from typing import Any, Generic, Optional, TypeVar
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 SCHEMA_ID = "https://cudadoctor.dev/schema/report-1.json"
 
 

@@ -130,3 +130,10 @@ class Redactor:
 def allowed_env(env: Mapping[str, str]) -> dict:
     scrub = Redactor(env)
     return {k: scrub(v) for k, v in sorted(env.items()) if is_allowed(k)}
+
+
+def allowed_vars(env: Mapping[str, str]) -> tuple:
+    """(the allow-listed variables of `env`, unscrubbed, and how many others it has): for variables an
+    environment sets on top of the caller's (a kernel.json "env"), shown by name only when allowed."""
+    shown = {k: v for k, v in sorted(env.items()) if is_allowed(k)}
+    return shown, len(env) - len(shown)

@@ -115,9 +115,10 @@ def test_visible_devices_minus_one():
     assert ids(check(fs))["torch.cuda.hidden-by-visible-devices"] == "fail"
 
 
-def test_torch_missing_is_skip_with_hint():
+def test_torch_missing_is_warn_with_hint():
     r = check(h200(torch=FakeCmd(torch_stages(not_installed=True))))
-    assert ids(r)["torch.cuda.not-installed"] == "skip"
+    assert ids(r)["torch.cuda.not-installed"] == "warn"  # issue 16: a target without torch is not a grey skip
+    assert ids(r)["torch.op.not-run"] == "skip"
     assert status(r)["torch.op"] == "skip"
     assert status(r)["device.capability"] == "ok"  # cc still read from the driver
 

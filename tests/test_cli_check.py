@@ -59,7 +59,7 @@ def test_check_json_is_valid_and_versioned():
     p = run_cli("check", "--json")
     assert p.returncode in (0, 1), p.stderr
     rep = json.loads(p.stdout)
-    assert rep["schema_version"] == "1.0" and rep["tool"] == "cudadoctor"
+    assert rep["schema_version"] == "1.1" and rep["tool"] == "cudadoctor"
     assert [s["id"] for s in rep["steps"]][:5] == ["driver", "torch.cuda", "device.capability", "torch.op",
                                                     "toolkit.nvcc"]
     assert rep["exit_code"] == p.returncode

@@ -119,7 +119,7 @@ VARIANTS = [
     ("ImportError: libcudnn.so.9: cannot open shared object file: No such file or directory", "missing-shared-library"),
     ("RuntimeError: CUDA driver initialization failed, you might not have a CUDA gpu.", "no-driver-or-device"),
     ("docker: Error response from daemon: could not select device driver \"\" with capabilities: [[gpu]].",
-     "no-driver-or-device"),
+     "container-toolkit"),
     ("Failed to initialize NVML: Driver Not Loaded", "no-driver-or-device"),
     ("../aten/src/ATen/native/cuda/Loss.cu:250: block: [0,0,0] Assertion `t >= 0 && t < n_classes` failed.\n"
      "RuntimeError: CUDA error: device-side assert triggered", "illegal-memory-access"),
@@ -140,3 +140,25 @@ VARIANTS = [
 def test_variants_of_the_families():
     for text, expect in VARIANTS:
         assert ids(text + "\n")[:1] == [expect], (text, ids(text))
+
+
+def test_large_blocks_find_what_small_ones_find(monkeypatch):
+    """A pasted error is searched literal by literal, a log block with the anchored trie regex:
+    both must report the same matches, evidence lines and counts on every real text we hold."""
+    from explain_sets import CORPUS, DEV, HELDOUT, UNSEEN, cases
+
+    texts = [c["text"] for p in (CORPUS, HELDOUT, UNSEEN, DEV) for c in cases(p)]
+
+    def seen(text):
+        found = rank.matches(SIGS, scan.Scanner(SIGS).scan_text(text))
+        return [(m.id, m.confidence, m.count, [h.line_no for h in m.evidence]) for m in found]
+
+    small = [seen(t) for t in texts]
+    monkeypatch.setattr(scan, "SMALL_BLOCK", -1)
+    assert [seen(t) for t in texts] == small
+
+
+def test_anchor_leaves_a_selective_suffix():
+    for lit in (b"cuda out of memory", b"could not select device driver", b"error 802", b"wsl", b"+cpu"):
+        a = scan._anchor(lit)
+        assert len(lit) - a >= min(6, len(lit)), (lit, a)

@@ -19,6 +19,8 @@ REQUIRED_IDS = {
     # extras users need
     "fabric-manager", "forward-compat", "system-driver-mismatch", "nvml-unknown-error",
     "cudnn-version-mismatch", "cuda-stub-library",
+    # issue 17
+    "container-toolkit", "device-busy", "cuda-fork",
 }
 SIGS = signatures.load()
 

@@ -159,3 +159,38 @@ def test_healthcheck_program_drains_and_resumes_a_real_node(tmp_path):
             if not _node_state("gpu3")[0].endswith("*"):
                 break
             time.sleep(0.5)
+
+
+def _fleet_nccl(*args, timeout=400):
+    env = dict(os.environ, NO_COLOR="1")
+    return subprocess.run([sys.executable, "-m", "cudadoctor", "fleet", "nccl", *args], capture_output=True,
+                          text=True, timeout=timeout, env=env)
+
+
+NCCL_ARGS = ("--partition", "debug", "--backend", "gloo", "--size", "1M", "--time-limit", "90",
+             "--python", sys.executable, "--json")
+
+
+def test_slurm_fleet_nccl_all_reduce_across_the_three_nodes(tmp_path):
+    """The real srun path: one task per node, the rendezvous on the first node; gloo on the CPUs."""
+    _need_slurm()
+    pytest.importorskip("torch.distributed")
+    shim = _wrapper(tmp_path, gpu3_missing=False)
+    p = _fleet_nccl(*NCCL_ARGS, "--cudadoctor", str(shim))
+    assert p.returncode == 0, p.stdout + p.stderr
+    whole = json.loads(p.stdout)["whole"]
+    assert whole["outcome"] == "ok" and whole["world"] == 3 and whole["backend"] == "gloo"
+    assert sorted(whole["nodes"]) == ["gpu1", "gpu2", "gpu3"] and whole["busbw"] > 0
+
+
+def test_slurm_fleet_nccl_names_the_node_that_does_not_answer(tmp_path):
+    """gpu3 has no cudadoctor: the whole run fails, the pairs name gpu3 and only gpu3."""
+    _need_slurm()
+    pytest.importorskip("torch.distributed")
+    shim = _wrapper(tmp_path, gpu3_missing=True)
+    p = _fleet_nccl(*NCCL_ARGS, "--cudadoctor", str(shim))
+    assert p.returncode == 1, p.stdout + p.stderr
+    d = json.loads(p.stdout)
+    assert d["whole"]["outcome"] != "ok"
+    assert [c["node"] for c in d["culprits"]] == ["gpu3"], d
+    assert any(x["nodes"] == ["gpu1", "gpu2"] and x["outcome"] == "ok" for x in d["pairs"]), d["pairs"]

@@ -175,3 +175,81 @@ def test_compilers(m):
     assert m.compiler_bounds("11.1")["clang_max"] == 10
     assert m.first_cuda_for_gcc(13) == "12.3"
     assert m.compiler_bounds("7.5") is None
+
+
+# --- the rows added for November 2026, each checked against its source by hand.
+# torch 2.15 (PYPI: 2.15.0 uploaded 2026-10-28, requires cuda-toolkit 13.2.2, cuDNN 9.26.0.51, NCCL 2.30.7;
+# WHEEL: libtorch_cuda.so of the PyPI cp312 x86_64 wheel read by scripts/refresh_matrix.py: sm_75..sm_120)
+def test_torch_2_15(m):
+    assert m.torch_data_stops_at == "2.15"
+    assert [v["cu"] for v in m.torch_variants("2.15.0")] == ["cu130", "cu132", "cu134"]  # cu126 gone (#190385)
+    v = _variant(m, "2.15.0", "cu132")
+    assert v["pypi_default"] and v["confidence"] == "verified" and "WHEEL" in v["source"]
+    assert v["arch_list"] == ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"]
+    assert (v["cudnn"], v["nccl"]) == ("9.26.0.51", "2.30.7")
+    assert _variant(m, "2.15", "cu134")["role"] == "experimental"
+    # stable variants are recommended before the experimental (and inferred) cu134
+    recs = m.recommend_torch((12, 0), "620.70.06", "13.5")
+    assert [(r["torch"], r["cu"]) for r in recs[:3]] == [("2.15", "cu132"), ("2.15", "cu130"), ("2.15", "cu134")]
+    # no 2.15 wheel for Pascal: the newest torch for a GTX 1080 stays 2.14 cu126
+    assert m.torch_support_for_cc((6, 1))["newest_torch"] == "2.14"
+    # Rubin (10.7) runs 2.15's sm_100 SASS (same major)
+    assert any(r["torch"] == "2.15" and r["gpu"] == "native" for r in m.recommend_torch((10, 7), "620.70.06", "13.5"))
+
+
+def test_nccl_pins_backfilled(m):
+    # PTNCCL: pytorch#190386 (2.10-2.12), #187075 (2.13), #194367 (2.14)
+    assert _variant(m, "2.10", "cu128")["nccl"] == "2.27.5" and _variant(m, "2.12", "cu132")["nccl"] == "2.29.7"
+    assert _variant(m, "2.14", "cu126")["nccl"] == "2.29.3" and _variant(m, "2.14", "cu130")["nccl"] == "2.30.7"
+
+
+# CUDA 13.4 GA = 13.4.1 (RN134) with the R615 driver released the same day (NVREDIST 615.71.09, 2026-09-09);
+# 13.5.0 with 620.70.06, whose manifest carries the CUDA 13.5 compat package; 13.2.2's runfile names 595.71.05
+@pytest.mark.parametrize("cuda,driver", [("13.4", "615.71.09"), ("13.4.1", "615.71.09"), ("13.5", "620.70.06"),
+                                         ("13.5.0", "620.70.06"), ("13.2.2", "595.71.05")])
+def test_min_driver_13_4_and_13_5(m, cuda, driver):
+    r = m.min_driver(cuda)
+    assert r["full"]["linux"] == driver and r["minor_compat"]["linux"] == "580.65.06" and not r["note"]
+
+
+@pytest.mark.parametrize("driver,cuda", [("615.71.09", "13.4"), ("617.14", "13.4"), ("620.70.06", "13.5")])
+def test_branches_r615_r620(m, driver, cuda):
+    assert m.max_cuda_for_driver(driver) == cuda
+
+
+def test_host_compilers_13_4_13_5(m):
+    # NVCRT: host_config.h of 13.4.59/13.4.92/13.5.37: "__GNUC__ > 16" and "__clang_major__ >= 23" refused
+    for cuda in ("13.4", "13.5"):
+        b = m.compiler_bounds(cuda)
+        assert (b["gcc_max"], b["clang_max"]) == (16, 22) and b["confidence"] == "verified"
+    assert (m.compiler_bounds("13.3")["gcc_max"], m.compiler_bounds("13.3")["clang_max"]) == (15, 21)
+    assert m.first_cuda_for_gcc(16) == "13.4"
+
+
+def test_rubin_targets(m):
+    # NVCC134: nvcc 13.4.92 lists sm_107 and accepts sm_107a/sm_107f; 13.0 refuses sm_107
+    assert m.nvcc_supports_cc("13.4", (10, 7)) is True and m.nvcc_supports_cc("13.3", (10, 7)) is False
+    assert {v["target"] for v in m.nvcc_for_cc((10, 7))["variants"]} == {"sm_107a", "sm_107f"}
+    assert [h["cc"] for h in m.find_gpu("NVIDIA R200")] == ["10.7"]
+
+
+def test_cudnn_9_25_to_9_28(m):
+    assert m.cudnn_row("9.26.0")["first"] == "9.25" and m.cudnn_data_stops_at == "9.28"
+    assert m.cudnn_supports_cuda("9.26.0", "13.4") is True and m.cudnn_supports_cuda("9.28.1", "12.9") is True
+    assert m.cudnn_supports_cuda("9.26.0", "11.8") is False
+
+
+def test_index_snapshot_is_covered_by_the_tables(m):
+    assert m.index["checked"] == "2026-11-30" and m.index["newest"]["torch"]["version"] == "2.15.0"
+
+
+@pytest.mark.parametrize("breakage", ["torch_not_added", "bad_date", "cuda_not_added"])
+def test_validation_catches_a_half_done_refresh(m, breakage):
+    t = copy.deepcopy(m.tables)
+    if breakage == "torch_not_added":  # the index had 2.15.0 but the 2.15 rows were not written
+        t["torch"]["release"] = [r for r in t["torch"]["release"] if r["torch"] != "2.15"]
+    elif breakage == "bad_date":
+        t["index"]["checked"] = "last week"
+    else:
+        t["index"]["newest"]["cuda-toolkit"] = {"version": "13.6.0", "date": "2027-01-10"}
+    assert validate(t) != []

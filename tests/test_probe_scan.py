@@ -26,7 +26,7 @@ SP = "/venv/lib/python3.12/site-packages"
 
 def _fs() -> FakeSystem:
     fs = FakeSystem()
-    fs.add_exe("/venv/bin/python", FakeCmd(stdout=json.dumps({"python": "/venv/bin/python", "paths": [SP, "/nope"]})))
+    fs.add_exe("/venv/bin/python", FakeCmd(stdout=json.dumps({"python": "/venv/bin/python", "site": [SP, "/nope"]})))
     fs.add_file(f"{SP}/torch/lib/libtorch_cuda.so", _host_elf({".nv_fatbin": make_fatbin(
         make_entry(2, 80), make_entry(2, 90), make_entry(2, 100))}))
     fs.add_file(f"{SP}/myext/_C.cpython-312-x86_64-linux-gnu.so",
@@ -97,7 +97,10 @@ def test_check_ok_and_skip_and_ptx_too_new():
     assert _ids(check_probe_scan(_ctx(ok, cc=None))) == {"probe.scan.no-gpu": Status.SKIP}
     newer = ScanInfo(python="/p", site_packages=[SP], files=[ScanFile(f"{SP}/ext/x.so", "ext", "elf", [],
                                                                       ["compute_80"], {"compute_80": "9.1"})])
-    assert _ids(check_probe_scan(_ctx(newer)))["probe.scan.ptx-too-new"] == Status.FAIL  # 13.1 PTX, 13.0 driver
+    out = check_probe_scan(_ctx(newer))
+    assert _ids(out)["probe.scan.ptx-too-new"] == Status.FAIL  # 13.1 PTX, 13.0 driver
+    new_f = next(f for f in out.findings if f.id == "probe.scan.ptx-too-new")
+    assert "CUDA 13.1" in new_f.fix.text and "driver >= 590" in new_f.fix.text  # the matrix's minimum for 13.1
 
 
 def test_check_warns_on_torch_cuda_arch_list():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cudadoctor.checks.common import driver_view, q, torch_base_version
+from cudadoctor.checks.common import driver_view, q, torch_base_version, visible_ordinals
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.checks.torch_cuda import rec_tag
 from cudadoctor.compat import NATIVE, PTX_JIT, cc_str, parse_cc, select_image
@@ -12,11 +12,26 @@ GET_STARTED = "https://pytorch.org/get-started/locally/"
 
 
 def _devices(ctx: Context) -> list:
-    """(index, name, cc) of the devices torch sees, else those the driver sees."""
+    """(index, name, cc) of the devices torch sees; else (torch's first CUDA call failed, or it died before it
+    read them all) those the driver sees, as far as CUDA_VISIBLE_DEVICES leaves them to torch."""
     t = ctx.fact("torch").value
-    if t is not None and t.available and t.devices:
+    if t is not None and t.available and t.devices and all(parse_cc(d.capability) for d in t.devices) and \
+            len(t.devices) >= (t.device_count or 0):
         return [(d.index, d.name, parse_cc(d.capability)) for d in t.devices]
-    return [(g.index, g.name, g.cc) for g in driver_view(ctx).gpus]
+    gpus = driver_view(ctx).gpus
+    vis = visible_ordinals(t.visible_devices if t is not None else None, len(gpus), [g.uuid for g in gpus])
+    if vis:
+        by_index = {g.index: g for g in gpus}
+        return [(n, by_index[i].name, by_index[i].cc) for n, i in enumerate(vis) if i in by_index]
+    return [(g.index, g.name, g.cc) for g in gpus]
+
+
+def grouped(parts: list) -> str:
+    """'2× NVIDIA H200 · cc 9.0 ...' for identical lines (several GPUs of one model), in first-seen order."""
+    counts: dict = {}
+    for p in parts:
+        counts[p] = counts.get(p, 0) + 1
+    return "; ".join(f"{n}× {p}" if n > 1 else p for p, n in counts.items())
 
 
 def _fix_for(ctx: Context, cc: tuple, t, py: str) -> Fix:
@@ -58,8 +73,8 @@ def check_capability(ctx: Context) -> Outcome:
     findings, parts = [], []
     for idx, name, cc in devices:
         if cc is None:
-            findings.append(Finding(f"device.capability.unknown", Status.WARN,
-                                    f"GPU {idx} ({name}): compute capability unknown",
+            findings.append(Finding("device.capability.unknown", Status.WARN,
+                                    f"GPU {idx}" + (f" ({name})" if name else "") + ": compute capability unknown",
                                     "Neither torch nor the driver reported it.",
                                     Fix("Ask the driver directly:", ("nvidia-smi --query-gpu=name,compute_cap --format=csv",))))
             continue
@@ -92,4 +107,4 @@ def check_capability(ctx: Context) -> Outcome:
                 f"expect 'no kernel image is available for execution on the device'",
                 f"torch's arch list is {' '.join(t.arch_list)}: no SASS for sm_{cc[0]}{cc[1]} and no PTX at or "
                 f"below cc {cc_str(cc)}. " + sel.reason, _fix_for(ctx, cc, t, py), ev, "torch"))
-    return Outcome("; ".join(parts) if parts else "compute capability unknown", findings)
+    return Outcome(grouped(parts) if parts else "compute capability unknown", findings)

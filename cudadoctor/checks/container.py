@@ -3,6 +3,7 @@ fabric manager, profiling permission)."""
 
 from __future__ import annotations
 
+from cudadoctor.checks.holders import holders_fix, is_full, memory_line, others_on
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.model import Finding, Fix, Status
 
@@ -23,7 +24,7 @@ def _needs_attention(events) -> list:
 
 
 @step("container", "container and device health", order=110,
-      facts=("platform", "container", "nvml", "kernel_module", "env"))
+      facts=("platform", "container", "nvml", "kernel_module", "env", "gpu_processes"))
 def check_container(ctx: Context) -> Outcome:
     """Container runtime, MIG, MPS, persistence, compute mode, memory errors, Xid, fabric manager, profiling."""
     cf, nv, km = ctx.fact("container"), ctx.fact("nvml"), ctx.fact("kernel_module")
@@ -67,6 +68,7 @@ def check_container(ctx: Context) -> Outcome:
                     "health.mig", Status.OK, f"{tag}: MIG on, {len(g.mig_devices)} instance(s); address them with "
                     "CUDA_VISIBLE_DEVICES=MIG-<uuid>",
                     evidence={d.get("uuid", str(i)): d.get("name", "") for i, d in enumerate(g.mig_devices)}))
+        findings.extend(memory_findings(ctx, g, tag))
         if g.compute_mode == "Prohibited":
             findings.append(Finding(
                 "health.compute-mode-prohibited", Status.FAIL, f"{tag}: compute mode is Prohibited",
@@ -74,6 +76,16 @@ def check_container(ctx: Context) -> Outcome:
                        "unavailable').", fix=Fix("Set the default compute mode.",
                                                  (f"sudo nvidia-smi -i {g.index} -c DEFAULT",)),
                 evidence={"compute_mode": g.compute_mode}))
+        elif g.compute_mode in ("Exclusive_Process", "Exclusive_Thread") and others_on(ctx, g.index) and \
+                not (c is not None and c.mps_daemon):
+            procs = others_on(ctx, g.index)
+            findings.append(Finding(
+                "health.compute-mode-exclusive", Status.WARN,
+                f"{tag}: compute mode {g.compute_mode} and {', '.join(p.label() for p in procs)} already uses it",
+                detail="Only one process at a time may use this GPU: any other program gets 'CUDA-capable device(s) "
+                       "is/are busy or unavailable' at its first CUDA call.",
+                fix=holders_fix(ctx, g.index, procs, "your_program"),
+                evidence={"compute_mode": g.compute_mode, **{f"PID {p.pid}": p.label() for p in procs}}))
         elif g.compute_mode in ("Exclusive_Process", "Exclusive_Thread"):
             mps = c is not None and c.mps_daemon
             findings.append(Finding(
@@ -185,3 +197,26 @@ def check_container(ctx: Context) -> Outcome:
         where = f"{c.kind} container" if c is not None and c.kind else "no container"
         summary = f"{where}; {len(gpus)} GPU(s) healthy" if gpus else where
     return Outcome(summary, findings)
+
+
+def memory_findings(ctx: Context, g, tag: str) -> list:
+    """GPU memory used of total and who uses it (NVML); WARN when other processes fill it beyond 90%."""
+    line = memory_line(g)
+    procs = others_on(ctx, g.index)
+    gp = ctx.fact("gpu_processes")
+    who = "; ".join(p.label() for p in procs)
+    ev = {f"PID {p.pid}": p.label() for p in procs}
+    if not line:
+        return []
+    if gp.value is None:
+        ev["processes"] = f"not known: {gp.error or gp.state.value}"
+    if is_full(g) and (procs or gp.value is None or "processes" in g.errors):
+        return [Finding(
+            "health.gpu-memory-full", Status.WARN,
+            f"{tag}: {line} by other processes" + (f": {who}" if who else ""),
+            detail="A program started on this GPU now gets 'CUDA error: out of memory' at its first allocations.",
+            fix=holders_fix(ctx, g.index, procs, "your_program"), evidence=dict(ev, memory=line))]
+    known = gp.value is not None and "processes" not in g.errors
+    return [Finding("health.gpu-memory", Status.OK,
+                    f"{tag}: {line}" + (f" · {who}" if who else (" · no other process" if known else "")),
+                    evidence=dict(ev, memory=line))]

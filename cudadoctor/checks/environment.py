@@ -298,8 +298,9 @@ def check_environment(ctx: Context) -> Outcome:
             if probs:
                 findings.append(Finding("env.alloc-conf", Status.FAIL,
                                         f"{name} has errors: {'; '.join(probs)}",
-                                        detail="torch raises a RuntimeError at the first CUDA allocation when it "
-                                               "cannot parse this variable.",
+                                        detail="torch raises an error at its first CUDA call when it cannot "
+                                               "parse this variable (a ValueError from torch.cuda.init() on "
+                                               "torch 2.11).",
                                         fix=Fix("Use comma-separated key:value pairs, e.g. expandable_segments:True.",
                                                 (f"export {name}=expandable_segments:True", f"unset {name}"),
                                                 DOCS_ALLOC),

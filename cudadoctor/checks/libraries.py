@@ -59,14 +59,15 @@ def check_libraries(ctx: Context) -> Outcome:
                                 evidence={f.source or "libs": f.state.value})])
     info = f.value
     tf = ctx.fact("torch")
-    if tf.state.value in ("timeout", "failed") and info.method != "maps":
+    stopped = tf.value.stopped if tf.value is not None and hasattr(tf.value, "stopped") else ""
+    if (tf.state.value in ("timeout", "failed") or stopped) and info.method != "maps":
         # the torch probe hung or died: what is listed was found without it, and that must be said
         findings.append(Finding(
             "libs.torch-probe-failed", Status.WARN,
-            f"the libraries torch loads are unknown: {tf.error or tf.state.value}",
+            f"the libraries torch loads are unknown: {stopped or tf.error or tf.state.value}",
             "Listed instead: what the loader would find (ldd, LD_LIBRARY_PATH, ldconfig), which may not be what "
-            "torch really loads. The torch.cuda step says why the probe failed.",
-            Fix("Find why the torch probe did not finish:", ("cudadoctor check --only torch.cuda -v",)),
+            "torch really loads. The torch.cuda and torch.op steps say why the probe failed.",
+            Fix("Find why the torch probe did not finish:", ("cudadoctor check --only torch.cuda --only torch.op -v",)),
             {"torch probe": tf.error or tf.state.value}))
     if not info.loaded and not info.missing and not info.undefined_symbols:
         if findings:
@@ -144,30 +145,8 @@ def check_libraries(ctx: Context) -> Outcome:
                             DOCS_LOADER),
                     evidence={x.realpath: x.version for x in lst}, affects="torch"))
 
-    # 4. an LD_LIBRARY_PATH entry wins over a pip wheel that torch ships
-    shadow = []
-    for lf in info.loaded:
-        if not lf.via.startswith("LD_LIBRARY_PATH") or lf.origin in (L.PIP, L.TORCH_LIB, L.WSL) \
-                or lf.family in ("libcuda", "libnvidia-ml", "libnvidia-ptxjitcompiler", "libnvidia-nvvm"):
-            continue
-        pips = [c for c in info.copies_of(lf.family) if c.origin == L.PIP and c.realpath != lf.realpath]
-        if pips:
-            shadow.append((lf, pips[0]))
-    if shadow:
-        entries = sorted({lf.via.split("entry ", 1)[-1] for lf, _ in shadow})
-        worse = any(_vkey(lf.version) < _vkey(p.version) for lf, p in shadow if lf.version and p.version)
-        findings.append(Finding(
-            "libs.ld-library-path-shadows-wheels", Status.WARN,
-            "LD_LIBRARY_PATH shadows torch's pip libraries: "
-            + ", ".join(f"{NAMES.get(lf.family, lf.family)} {lf.version or '?'} from {lf.realpath} instead of "
-                        f"{p.version or '?'} ({p.origin_detail})" for lf, p in shadow),
-            detail="LD_LIBRARY_PATH is searched before torch's RUNPATH, so these folders win over the nvidia-* "
-                   "wheels torch was built against. "
-                   + ("An older copy wins: expect 'undefined symbol: __nvJitLink…' or similar at import or "
-                      "first use." if worse else "The versions match today; the next toolkit or wheel update breaks it."),
-            fix=Fix("Remove these entries from LD_LIBRARY_PATH when running torch.",
-                    (ld_without(info.ld_library_path, set(entries)),), DOCS_LOADER),
-            evidence={lf.realpath: f"{lf.via}; wheel copy {p.realpath}" for lf, p in shadow}, affects="torch"))
+    # 4. another copy wins over the one torch ships with (its nvidia-* wheel or torch/lib), judged by version
+    findings.extend(shadow_findings(ctx, info))
 
     # 5. kernel module vs user-space driver
     km, ud, plat = ctx.fact("kernel_module"), ctx.fact("userspace_driver"), ctx.fact("platform")
@@ -217,7 +196,7 @@ def check_libraries(ctx: Context) -> Outcome:
                 detail="Tools that scan the disk (collect_env's 'Probably one of the following', ldconfig -p) "
                        "name the unused copies; this is the copy the process actually maps.",
                 evidence={"in use": _where(u), **{c.realpath: c.version for c in others}}))
-    bad = [x for x in findings if x.status in (Status.FAIL, Status.WARN)]
+    bad = sorted((x for x in findings if x.status in (Status.FAIL, Status.WARN)), key=lambda x: -x.status.rank)
     if bad:
         summary = bad[0].summary
     else:
@@ -231,3 +210,119 @@ def _cuda_major(ctx: Context) -> str:
     t = ctx.fact("torch")
     c = t.value.cuda if t.value is not None else ""
     return (c or "").split(".")[0]
+
+
+#: families that are the driver's (they come with the driver, never with torch)
+DRIVER_FAMILIES = ("libcuda", "libnvidia-ml", "libnvidia-ptxjitcompiler", "libnvidia-nvvm")
+CUDNN_ERROR = ("RuntimeError: cuDNN version incompatibility: PyTorch was compiled  against {c} but found runtime "
+               "version {r}.")  # torch/backends/cudnn/__init__.py (two spaces, as torch prints it)
+
+
+def _mmp(v: str) -> tuple:
+    return (_vkey(v) + (0, 0, 0))[:3]
+
+
+def _tuple_text(v: str) -> str:
+    return "(" + ", ".join(str(x) for x in _mmp(v)) + ")"
+
+
+def shadows(ctx: Context, info) -> list:
+    """(loaded copy, torch's copy, torch's version, how) for every loaded library that is not torch's own while
+    torch ships one. torch's version is what torch was compiled against when torch says (cuDNN), else its copy's."""
+    t = ctx.fact("torch").value
+    compiled = t.cudnn.compiled if t is not None and t.cudnn is not None else ""
+    out = []
+    for lf in info.loaded:
+        if lf.origin in (L.PIP, L.TORCH_LIB, L.WSL, L.STUB) or lf.family in DRIVER_FAMILIES:
+            continue
+        ships = [c for c in info.copies_of(lf.family) if c.origin in (L.PIP, L.TORCH_LIB) and c.realpath != lf.realpath]
+        if not ships:
+            continue
+        ref = ships[0]
+        want, how = ref.version, f"{ref.origin_detail or ref.origin} copy"
+        if lf.family.startswith("libcudnn") and compiled:
+            want, how = compiled, "torch was compiled against"
+        out.append((lf, ref, want, how))
+    return out
+
+
+def _severity(have: str, want: str) -> Status:
+    """FAIL: older major.minor than torch's (it lacks what torch calls); WARN: newer, an older patch, or unknown;
+    OK: the same version."""
+    if have.count(".") < 1 or want.count(".") < 1:
+        return Status.WARN
+    h, w = _mmp(have), _mmp(want)
+    if h[:2] < w[:2]:
+        return Status.FAIL
+    n = min(len(_vkey(have)), len(_vkey(want)), 3)
+    return Status.OK if _vkey(have)[:n] == _vkey(want)[:n] else Status.WARN
+
+
+def torch_error(ctx: Context, lf, want: str) -> str:
+    """The error torch gives with this older copy: torch's own words when it said them."""
+    t = ctx.fact("torch").value
+    if lf.family.startswith("libcudnn"):
+        if t is not None and t.cudnn is not None and t.cudnn.version_error:
+            return t.cudnn.version_error
+        return CUDNN_ERROR.format(c=_tuple_text(want), r=_tuple_text(lf.version))
+    return f"undefined symbol: … (a function of {NAMES.get(lf.family, lf.family)} {want} that {lf.version} lacks)"
+
+
+def shadow_fix(info, found: list) -> Fix:
+    """Let torch load its own copies: LD_LIBRARY_PATH without the entries that shadow them."""
+    entries = sorted({lf.via.split("entry ", 1)[-1] for lf, _, _, _ in found if lf.via.startswith("LD_LIBRARY_PATH")})
+    if entries:
+        return Fix("Let torch load its own copies: remove these entries from LD_LIBRARY_PATH when running torch.",
+                   (ld_without(info.ld_library_path, set(entries)),), DOCS_LOADER)
+    return Fix("Find what loads it ahead of torch's copy and stop it:",
+               ("cat /etc/ld.so.preload; echo $LD_PRELOAD  # who loads it ahead of torch's copy",), DOCS_LOADER)
+
+
+def shadow_findings(ctx: Context, info) -> list:
+    found = shadows(ctx, info)
+    if not found:
+        return []
+    fix = shadow_fix(info, found)
+
+    def line(lf, ref, want, how):
+        return (f"{NAMES.get(lf.family, lf.family)} {lf.version or '?'} from {lf.realpath} ({lf.via or lf.origin}) "
+                f"instead of {want or '?'} ({how})")
+
+    def ev(group):
+        return {lf.realpath: f"{lf.version} via {lf.via or lf.origin}; torch's: {want} ({how}) at {ref.realpath}"
+                for lf, ref, want, how in group}
+
+    out = []
+    older = [x for x in found if _severity(x[0].version, x[2]) is Status.FAIL]
+    newer = [x for x in found if _severity(x[0].version, x[2]) is Status.WARN]
+    same = [x for x in found if _severity(x[0].version, x[2]) is Status.OK]
+    if older:
+        errors = []
+        for lf, ref, want, how in older:
+            e = torch_error(ctx, lf, want)
+            if e not in errors:
+                errors.append(e)
+        cudnn = any(lf.family.startswith("libcudnn") for lf, _, _, _ in older)
+        out.append(Finding(
+            "libs.shadows-older", Status.FAIL,
+            "older than torch's own: " + "; ".join(line(*x) for x in older) + f": torch gives {errors[0]}",
+            detail="An older copy lacks what torch was built against. "
+                   + ("torch raises this cuDNN RuntimeError whenever it checks cuDNN's version: "
+                      "torch.backends.cudnn.version(), cuDNN RNNs (nn.LSTM/GRU on the GPU), torch.utils.collect_env. "
+                      if cudnn else "Calls into it fail with 'undefined symbol' at import or at first use. ")
+                   + "Seen: " + " | ".join(errors),
+            fix=fix, evidence=ev(older), affects="torch"))
+    if newer:
+        out.append(Finding(
+            "libs.shadows-newer", Status.WARN,
+            "another copy wins over torch's: " + "; ".join(line(*x) for x in newer),
+            detail="Newer (or of unknown version) and compatible today, but torch was tested with its own copy; "
+                   "the next update of either breaks it silently.",
+            fix=fix, evidence=ev(newer), affects="torch"))
+    if same:
+        out.append(Finding(
+            "libs.shadows-same", Status.OK,
+            "the same version as torch's, from another place: " + "; ".join(line(*x) for x in same),
+            detail="Harmless today; an update of that folder changes what torch loads.",
+            evidence=ev(same)))
+    return out

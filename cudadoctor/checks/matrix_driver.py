@@ -10,7 +10,9 @@ from cudadoctor.matrix.advice import (
     sm_flag,
     torch_fix_commands,
 )
+from cudadoctor.checks.matrix_nearest import mark
 from cudadoctor.facts.types import NvccInstall, ToolkitInfo, TorchInfo
+from cudadoctor.matrix.freshness import beyond_cuda, nearest_toolkit
 from cudadoctor.model import Fact, Finding, Fix, Status
 
 DRIVER_FACTS = ("nvidia_smi", "nvml", "kernel_module")
@@ -36,7 +38,20 @@ def _gpu_ccs(dv, ctx) -> list:
 
 def _need(m, cuda: str) -> dict:
     r = m.min_driver(cuda) or {}
-    return {"full": (r.get("full") or {}).get("linux"), "floor": (r.get("minor_compat") or {}).get("linux")}
+    out = {"full": (r.get("full") or {}).get("linux"), "floor": (r.get("minor_compat") or {}).get("linux"),
+           "nearest": None}
+    if out["full"] is None and beyond_cuda(m, cuda):  # a CUDA newer than the data: its last row's driver
+        out["nearest"] = nearest_toolkit(m, cuda)
+        out["full"] = (out["nearest"] or {}).get("linux")
+    return out
+
+
+def _nearest(f: Finding, m, cuda: str, need: dict) -> Finding:
+    """The finding, marked 'unverified' when its minimum driver came from the nearest row. The verdict
+    itself compares the driver's own CUDA version with this CUDA (a rule, not data): it stands."""
+    if not need["nearest"]:
+        return f
+    return mark(f, f"CUDA {cuda}", need["nearest"]["row"], f"CUDA {m.cuda_data_stops_at}", soften=False)
 
 
 @step("matrix.driver-toolkit", "driver vs CUDA toolkit", 80, facts=DRIVER_FACTS + ("toolkit",))
@@ -91,6 +106,8 @@ def check_driver_toolkit(ctx: Context) -> Outcome:
             findings.append(Finding("matrix.driver-toolkit.unknown", Status.SKIP,
                                     f"cannot compare driver {dv.version} with nvcc {inst.version}: not in the data",
                                     evidence=ev, affects=inst.nvcc))
+    findings = [_nearest(f, m, f.evidence.get("nvcc_version", ""), _need(m, f.evidence.get("nvcc_version", "")))
+                for f in findings]
     worst = [f for f in findings if f.status is not Status.OK]
     return Outcome(worst[0].summary if worst else f"driver {dv.version} runs every installed nvcc", findings)
 
@@ -141,4 +158,5 @@ def check_driver_torch(ctx: Context) -> Outcome:
     else:
         f = Finding("matrix.driver-torch.unknown", Status.SKIP,
                     f"cannot compare driver {dv.version} with torch CUDA {tv.cuda}: not in the data", evidence=ev)
+    f = _nearest(f, m, tv.cuda, need)
     return Outcome(f.summary, [f])

@@ -6,7 +6,9 @@ from cudadoctor.checks.common import driver_view
 from cudadoctor.checks.matrix_driver import DRIVER_FACTS, _gpu_ccs, _typed
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.compat import NATIVE, NO_IMAGE, PTX_JIT, cc_str, select_image
+from cudadoctor.checks.matrix_nearest import mark, mark_all
 from cudadoctor.matrix.advice import TORCH_DOCS, toolkit_for, toolkit_install_commands, torch_fix_commands
+from cudadoctor.matrix.freshness import beyond_nvcc, nearest_variant
 from cudadoctor.matrix.versions import major_minor
 from cudadoctor.facts.types import NvccInstall, ToolkitInfo, TorchInfo
 from cudadoctor.model import Finding, Fix, Status
@@ -74,6 +76,9 @@ def check_nvcc_gpu(ctx: Context) -> Outcome:
                         f"TORCH_CUDA_ARCH_LIST) cannot be built for it with this toolkit."),
                 fix=Fix(fix_text, cmds, "https://docs.nvidia.com/cuda/cuda-toolkit-release-notes/"),
                 evidence=ev, affects=inst.nvcc))
+    findings = [mark(f, f"nvcc {f.evidence['nvcc_version']}", f"CUDA {m.nvcc_data_stops_at}'s rows",
+                     f"nvcc {m.nvcc_data_stops_at}")
+                if f.id == "matrix.nvcc-gpu.ok" and beyond_nvcc(m, f.evidence["nvcc_version"]) else f for f in findings]
     bad = [f for f in findings if f.status in (Status.FAIL, Status.WARN)]
     return Outcome(bad[0].summary if bad else "every nvcc found can build for every GPU", findings)
 
@@ -90,10 +95,14 @@ def check_torch_gpu(ctx: Context) -> Outcome:
     m = ctx.matrix
     arch_list = list(tv.arch_list)
     source = "torch.cuda.get_arch_list()"
+    near = None
     if not arch_list:
         var = m.variant_for(tv.version, tv.cuda)
         if var:
             arch_list, source = var["arch_list"], f"cudadoctor's matrix for torch {var['torch']} {var['cu']}"
+        near = None if var else nearest_variant(m, tv.version, tv.cuda)
+        if near:
+            arch_list, source = near["arch_list"], f"cudadoctor's matrix, nearest row ({near['row']})"
     ccs = _gpu_ccs(dv, ctx)
     if not ccs:
         return Outcome("no GPU to compare with", [Finding("matrix.torch-gpu.no-gpu", Status.SKIP, "no GPU found")])
@@ -128,6 +137,8 @@ def check_torch_gpu(ctx: Context) -> Outcome:
                 detail=("CUDA ops fail with 'no kernel image is available for execution on the device' (error 209); "
                         "torch warns that the GPU 'is not compatible with the current PyTorch installation'."),
                 fix=Fix(text, tuple(cmds), TORCH_DOCS), evidence=ev))
+    if near:
+        findings = mark_all(findings, f"torch {tv.version}", near["row"], f"torch {m.torch_data_stops_at}")
     bad = [f for f in findings if f.status is not Status.OK]
     return Outcome(bad[0].summary if bad else f"torch {tv.version} has kernels for every GPU", findings)
 

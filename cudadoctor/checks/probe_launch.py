@@ -3,12 +3,41 @@ torch: native SASS must run, SASS for a foreign arch must fail with "no kernel i
 
 from __future__ import annotations
 
+import os
+
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.compat import NATIVE
 from cudadoctor.model import FactState, Finding, Fix, Status
 
 
-@step("probe.launch", "driver-API kernel probe", 92, facts=("probe_launch",), requires=("driver",))
+def _first(text: str) -> str:
+    lines = [x for x in (text or "").strip().splitlines() if x.strip()]
+    return lines[0] if lines else "no output"
+
+
+def build_failed(ctx: Context, path: str, error: str, fell_back: str) -> Finding:
+    """The toolkit layer: an nvcc that answers --version but cannot build (the GPU was not at fault)."""
+    tk = ctx.fact("toolkit").value
+    good = [i for i in (tk.installs if tk is not None else []) if i.version and i.nvcc != path and
+            i.realpath != path and not i.error and i.is_toolkit is not False]
+    cmds = [f"which -a nvcc  # {path} comes first"]
+    if good:
+        cmds.append(f"export PATH={os.path.dirname(good[0].nvcc)}:$PATH CUDA_HOME={good[0].root}  "
+                    f"# nvcc {good[0].version} found there")
+    cmds.append(f"{path} --version; {path} -fatbin -arch=sm_90 -x cu /dev/null -o /tmp/nvcc-check.fatbin")
+    return Finding(
+        "probe.launch.build-failed", Status.FAIL,
+        f"{path} cannot build cudadoctor's minimal kernel: {_first(error)}",
+        detail=("It answers --version, but compiling fails: every CUDA build that picks it up (torch extensions, "
+                "pip installs that compile CUDA, nvcc in your own builds) fails the same way. This is the toolkit, "
+                "not the GPU or the driver" + (f"; the launch was tested with {fell_back} instead." if fell_back else
+                                                 "; the launch could not be tested without a compiler.")),
+        fix=Fix("Put a working toolkit first, or repair this one:", tuple(cmds),
+                "https://docs.nvidia.com/cuda/cuda-installation-guide-linux/"),
+        evidence={"nvcc": path, "error": error}, affects="nvcc")
+
+
+@step("probe.launch", "driver-API kernel probe", 92, facts=("probe_launch", "toolkit"), requires=("driver",))
 def check_probe_launch(ctx: Context) -> Outcome:
     """Build and launch the minimal kernel natively and for a foreign arch through the driver API."""
     fact = ctx.fact("probe_launch")
@@ -32,6 +61,13 @@ def check_probe_launch(ctx: Context) -> Outcome:
     rows = {r.get("name"): r for r in info.rows}
     native = rows.get("native")
     findings = []
+    if info.nvcc_failure:
+        findings.append(build_failed(ctx, info.nvcc_failure_path, info.nvcc_failure,
+                                     info.compiler if not info.compiler.startswith("nvcc") else ""))
+    if native is not None and native.get("build_error") and not native.get("driver_api"):
+        if not info.nvcc_failure:  # built with nothing else: the compiler failed, nothing was launched
+            findings.append(build_failed(ctx, info.compiler_path or info.compiler, native["build_error"], ""))
+        return Outcome(f"build failed: {_first(native['build_error'])[:80]}; launch not tested", findings)
     if native is None or native.get("driver_api") != NATIVE:
         err = (native or {}).get("driver_error") or (native or {}).get("build_error") or info.launch_error
         findings.append(Finding(
@@ -48,12 +84,17 @@ def check_probe_launch(ctx: Context) -> Outcome:
                 f"{r.get('predicted')}, the GPU gave {r.get('driver_api')}",
                 detail=r.get("driver_error", ""), evidence={"row": r},
                 fix=Fix("Please report it with the output of:", ("cudadoctor probe --json",))))
-    if not findings:
+    if not [f for f in findings if f.id != "probe.launch.build-failed"]:
         foreign = rows.get("sass-foreign") or {}
         findings.append(Finding(
             "probe.launch.ok", Status.OK,
             f"driver API: native {' '.join(native.get('sass', []))} kernel ran on {info.device} (cc {info.cc}); "
             f"{' '.join(foreign.get('sass', [])) or 'foreign'} build gave {foreign.get('driver_api') or '-'} as predicted",
             evidence={"compiler": info.compiler, "driver_cuda": info.driver_cuda}))
-    worst = "native kernel failed" if any(f.status == Status.FAIL for f in findings) else "kernels behave as predicted"
+    if any(f.id == "probe.launch.native-failed" for f in findings):
+        worst = "native kernel failed"
+    elif info.nvcc_failure and not any(f.id == "probe.launch.mismatch" for f in findings):
+        worst = f"{info.nvcc_failure_path} cannot build; built with {info.compiler}, kernels behave as predicted"
+    else:
+        worst = "kernels behave as predicted"
     return Outcome(worst, findings)

@@ -12,6 +12,7 @@ from cudadoctor.checks.common import (
     torch_base_version,
     visible_ordinals,
 )
+from cudadoctor.checks.env_pointer import with_working_env
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.model import FactState, Finding, Fix, Status
 
@@ -61,7 +62,8 @@ def suggested_tag(ctx: Context, driver_cuda: str, torch_version: str = "") -> st
     return cu_tag(driver_cuda) if driver_cuda else "cu126"
 
 
-@step("torch.cuda", "torch sees CUDA", 20, facts=("torch", "nvidia_smi", "nvml", "kernel_module", "platform"))
+@step("torch.cuda", "torch sees CUDA", 20, facts=("torch", "nvidia_smi", "nvml", "kernel_module", "platform",
+                                                  "other_envs"))
 def check_torch_cuda(ctx: Context) -> Outcome:
     """torch in the target interpreter: installed, CUDA build, is_available(), device_count(); why not."""
     tf = ctx.fact("torch")
@@ -99,13 +101,14 @@ def check_torch_cuda(ctx: Context) -> Outcome:
                 (f"{q(py)} -X faulthandler -c 'import torch; torch.cuda.init(); print(torch.cuda.device_count())'",
                  "sudo dmesg | tail -20")), ev, "torch")])
     if tf.state is FactState.NOT_FOUND or t is None:
-        return Outcome(f"torch is not installed in {py}", [Finding(
-            "torch.cuda.not-installed", Status.SKIP, f"torch is not installed in {py}",
+        return with_working_env(ctx, Outcome(f"torch is not installed in {py}", [Finding(
+            "torch.cuda.not-installed", Status.WARN, f"torch is not installed in {py}",
             "Nothing to check for torch in this interpreter. If your program runs in another environment "
             "(venv, conda, Jupyter kernel), point cudadoctor at it.",
             Fix("Check the interpreter your program really uses, or install a CUDA build of torch here:",
-                (f"cudadoctor check --python /path/to/that/python",
-                 pip_torch(py, "", suggested_tag(ctx, driver_view(ctx).cuda)))), ev, "torch")])
+                ("cudadoctor envs  # every Python environment here, and which one has torch with CUDA",
+                 "cudadoctor check --python /path/to/that/python",
+                 pip_torch(py, "", suggested_tag(ctx, driver_view(ctx).cuda)))), ev, "torch")]))
     if t.import_error:
         lib = re.search(r"(lib[\w.+-]+\.so[\w.]*): cannot open shared object file", t.import_error)
         ev["import error"] = t.import_error
@@ -135,14 +138,14 @@ def check_torch_cuda(ctx: Context) -> Outcome:
     if t.cpu_only:
         tag = suggested_tag(ctx, dv.cuda, torch_base_version(t.version))
         why_more = "" if dv.present else " (and this machine has no working NVIDIA driver either: see the driver step)"
-        return Outcome(f"{label} is a CPU-only build", [Finding(
+        return with_working_env(ctx, Outcome(f"{label} is a CPU-only build", [Finding(
             "torch.cuda.cpu-only", Status.FAIL, f"{label} is a CPU-only build (torch.version.cuda is None){why_more}",
             "A CPU-only wheel was installed, typically because pip resolved torch from PyPI's CPU build or an "
             "index without CUDA wheels, or a dependency reinstalled torch.",
             Fix(f"Reinstall torch {torch_base_version(t.version)} built for CUDA ({tag}) in this interpreter:",
                 (pip_torch(py, torch_base_version(t.version), tag),
                  f"{q(py)} -c 'import torch; print(torch.version.cuda, torch.cuda.is_available())'"), GET_STARTED),
-            ev, "torch")])
+            ev, "torch")]))
     cvd = t.visible_devices
     if cvd is not None and dv.gpus:
         vis = visible_ordinals(cvd, len(dv.gpus), [g.uuid for g in dv.gpus])

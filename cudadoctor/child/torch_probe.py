@@ -2,10 +2,17 @@
 
 It reports what that interpreter's torch sees, one JSON record per stage, each on its own line
 after a marker, flushed at once. If the child hangs or dies (SIGSEGV in a driver), the parent
-still has every stage before that and knows where it stopped. Junk printed by site hooks or
-libraries is ignored by the parent (it only reads marked lines).
+still has every stage before that and knows where it stopped: before each risky call the child
+reports what it is about to do (a `begin` record). Junk printed by site hooks or libraries is
+ignored by the parent (it only reads marked lines).
 
-Stages: python, import, cuda, devices, op, libs, done.
+Stages: python, import, cuda, init, devices, cudnn, maps, op, conv, libs, done.
+
+The first CUDA use is torch's lazy initialisation (`torch.cuda.init()`). When it raises (an
+allocator setting torch cannot parse, ...), torch is left half-initialised and a later CUDA call
+can crash the interpreter (SIGSEGV, seen on an H200 with PYTORCH_CUDA_ALLOC_CONF=
+expandable_segments:maybe). So after it raises the probe makes no further CUDA call: the exception,
+verbatim, is what every program meets at its first CUDA use.
 """
 
 import json
@@ -21,6 +28,11 @@ def emit(stage, **data):
     data["stage"] = stage
     sys.stdout.write(MARK + " " + json.dumps(data, default=str) + "\n")
     sys.stdout.flush()
+
+
+def begin(part, doing):
+    """Say what comes next: if the child dies or hangs now, the parent knows in what."""
+    emit("begin", part=part, doing=doing)
 
 
 def err_text(e):
@@ -51,22 +63,19 @@ def mapped_libraries():
     return libs
 
 
-def main():
-    do_op = "--no-op" not in sys.argv
-    emit("python", executable=sys.executable, version=sys.version.split()[0], prefix=sys.prefix,
-         visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
-
+def import_torch():
+    """The import stage: torch's version, CUDA build and arch list (no CUDA call). None when it fails."""
     t0 = time.time()
+    begin("import", "import torch")
     with warnings.catch_warnings(record=True) as ws:
         warnings.simplefilter("always")
         try:
-            import torch  # noqa: F401
+            import torch
         except BaseException as e:  # ImportError, OSError (missing libcudart), SystemExit ...
             emit("import", installed=False, import_error=err_text(e), import_s=time.time() - t0,
                  not_found=isinstance(e, ImportError) and getattr(e, "name", "") == "torch",
                  warnings=caught_warnings(ws))
-            emit("done")
-            return
+            return None
     info = dict(installed=True, import_s=time.time() - t0, version=str(getattr(torch, "__version__", "")),
                 file=str(getattr(torch, "__file__", "")))
     v = getattr(torch, "version", None)
@@ -84,7 +93,12 @@ def main():
     info["arch_list"] = arch
     info["warnings"] = caught_warnings(ws)
     emit("import", **info)
+    return torch
 
+
+def cuda_stage(torch, cuda_build):
+    """is_available() and device_count(): neither initialises torch's CUDA state."""
+    begin("cuda", "torch.cuda.is_available() (CUDA initialisation)")
     cuda = {}
     with warnings.catch_warnings(record=True) as ws:
         warnings.simplefilter("always")
@@ -98,22 +112,43 @@ def main():
         except Exception as e:
             cuda["device_count"] = 0
             cuda.setdefault("init_error", err_text(e))
-        if not cuda["available"] and info["cuda"]:
+        if not cuda["available"] and cuda_build:
             try:
                 torch.cuda.init()  # raises with torch's own reason ("Found no NVIDIA driver ...")
             except Exception as e:
                 cuda["init_error"] = err_text(e)
         cuda["warnings"] = caught_warnings(ws)
     emit("cuda", **cuda)
-    if not cuda["available"]:
-        emit("libs", libraries=mapped_libraries())
-        emit("done")
-        return
+    return cuda
 
-    devices = []
+
+def init_stage(torch):
+    """torch's lazy CUDA initialisation, the first thing any program's first CUDA call does. True when it worked."""
+    begin("init", "torch.cuda.init() (the first CUDA use)")
+    rec = {"ok": False}
+    t0 = time.time()
     with warnings.catch_warnings(record=True) as ws:
         warnings.simplefilter("always")
-        for i in range(cuda["device_count"]):
+        try:
+            torch.cuda.init()
+            rec["ok"] = True
+        except BaseException as e:
+            rec["error_type"] = type(e).__name__
+            rec["error"] = str(e)
+        rec["seconds"] = time.time() - t0
+        rec["warnings"] = caught_warnings(ws)
+    emit("init", **rec)
+    return rec["ok"]
+
+
+def devices_stage(torch, count):
+    """Each device's properties; stops at the first error (no CUDA call after one raised). True when all answered."""
+    begin("devices", "reading device properties")
+    devices = []
+    ok = True
+    with warnings.catch_warnings(record=True) as ws:
+        warnings.simplefilter("always")
+        for i in range(count):
             d = {"index": i}
             try:
                 p = torch.cuda.get_device_properties(i)
@@ -124,43 +159,149 @@ def main():
                 d["uuid"] = str(getattr(p, "uuid", ""))
             except Exception as e:
                 d["error"] = err_text(e)
+                ok = False
             devices.append(d)
+            if not ok:
+                break
         dev_warn = caught_warnings(ws)
     emit("devices", devices=devices, warnings=dev_warn)
+    return ok
 
-    if do_op:
-        op = {"ok": False}
-        with warnings.catch_warnings(record=True) as ws:
-            warnings.simplefilter("always")
-            t1 = time.time()
-            try:
-                x = torch.ones(1).cuda()
-                a = torch.arange(64 * 64, dtype=torch.float32).reshape(64, 64).div_(4096.0)
-                c = (a.cuda() @ a.cuda()).cpu()
-                torch.cuda.synchronize()
-                op["seconds"] = time.time() - t1
-                ref = a @ a
-                op["checked"] = bool(torch.allclose(c, ref, rtol=1e-3, atol=1e-3)) and float(x.item()) == 1.0
-                op["ok"] = op["checked"]
-                if not op["checked"]:
-                    op["error"] = "the GPU result differs from the CPU result"
-            except BaseException as e:
-                op["seconds"] = time.time() - t1
-                op["error_type"] = type(e).__name__
-                op["error"] = str(e)
-            op["warnings"] = caught_warnings(ws)
-        emit("op", **op)
 
-    extra = {}
+def version_str(t):
     try:
-        extra["cudnn_version"] = torch.backends.cudnn.version()
+        return ".".join(str(int(x)) for x in t)
     except Exception:
-        extra["cudnn_version"] = None
+        return ""
+
+
+def cudnn_stage(torch):
+    """The cuDNN torch was compiled against and the one it finds at run time (library calls, no CUDA call);
+    torch.backends.cudnn.version()'s exception verbatim (torch raises it for cuDNN RNNs too)."""
+    begin("cudnn", "reading cuDNN's versions")
+    rec = {}
+    try:
+        rec["available"] = bool(torch.backends.cudnn.is_available())
+    except Exception as e:
+        rec["available"] = False
+        rec["error"] = err_text(e)
+    if rec["available"]:
+        c = getattr(torch._C, "_cudnn", None)
+        for key, fn in (("compiled", "getCompileVersion"), ("runtime", "getRuntimeVersion")):
+            try:
+                rec[key] = version_str(getattr(c, fn)())
+            except Exception:
+                pass
+        try:
+            rec["version"] = torch.backends.cudnn.version()
+        except Exception as e:
+            rec["version_error"] = err_text(e)
+    emit("cudnn", **rec)
+    return rec
+
+
+def op_stage(torch):
+    """torch.ones(1).cuda() and a 64x64 matmul (cuBLAS), checked against the CPU. True when it worked."""
+    op = {"ok": False}
+    part = "ones"
+    with warnings.catch_warnings(record=True) as ws:
+        warnings.simplefilter("always")
+        t1 = time.time()
+        try:
+            begin("op.ones", "torch.ones(1).cuda()")
+            x = torch.ones(1).cuda()
+            torch.cuda.synchronize()
+            part = "matmul"
+            begin("op.matmul", "a 64x64 matmul on the GPU (cuBLAS)")
+            a = torch.arange(64 * 64, dtype=torch.float32).reshape(64, 64).div_(4096.0)
+            c = (a.cuda() @ a.cuda()).cpu()
+            torch.cuda.synchronize()
+            op["seconds"] = time.time() - t1
+            part = "check"
+            ref = a @ a
+            op["checked"] = bool(torch.allclose(c, ref, rtol=1e-3, atol=1e-3)) and float(x.item()) == 1.0
+            op["ok"] = op["checked"]
+            if not op["checked"]:
+                op["error"] = "the GPU result differs from the CPU result"
+                op["part"] = part
+        except BaseException as e:
+            op["seconds"] = time.time() - t1
+            op["error_type"] = type(e).__name__
+            op["error"] = str(e)
+            op["part"] = part
+        op["warnings"] = caught_warnings(ws)
+    emit("op", **op)
+    return op["ok"]
+
+
+def conv_stage(torch):
+    """A 3x3 convolution on the GPU through cuDNN, checked against the CPU: what convolutional models meet."""
+    rec = {"ok": False}
+    begin("conv", "a 3x3 convolution on the GPU (cuDNN)")
+    with warnings.catch_warnings(record=True) as ws:
+        warnings.simplefilter("always")
+        t1 = time.time()
+        try:
+            x = torch.arange(3 * 8 * 8, dtype=torch.float32).reshape(1, 3, 8, 8).div_(192.0)
+            w = torch.arange(4 * 3 * 3 * 3, dtype=torch.float32).reshape(4, 3, 3, 3).div_(108.0)
+            y = torch.nn.functional.conv2d(x.cuda(), w.cuda(), padding=1).cpu()  # cuDNN: torch's default for it
+            torch.cuda.synchronize()
+            rec["seconds"] = time.time() - t1
+            ref = torch.nn.functional.conv2d(x, w, padding=1)
+            # cuDNN may compute in TF32 (torch's default for convolutions): 10-bit mantissas, hence 1e-2
+            rec["checked"] = bool(torch.allclose(y, ref, rtol=1e-2, atol=1e-2))
+            rec["ok"] = rec["checked"]
+            if not rec["checked"]:
+                rec["error"] = "the GPU result differs from the CPU result"
+        except BaseException as e:
+            rec["seconds"] = time.time() - t1
+            rec["error_type"] = type(e).__name__
+            rec["error"] = str(e)
+        rec["warnings"] = caught_warnings(ws)
+    emit("conv", **rec)
+
+
+def nccl_version(torch):
     try:
         nv = torch.cuda.nccl.version()
-        extra["nccl_version"] = ".".join(str(x) for x in nv) if isinstance(nv, tuple) else str(nv)
+        return ".".join(str(x) for x in nv) if isinstance(nv, tuple) else str(nv)
     except Exception:
-        extra["nccl_version"] = ""
+        return ""
+
+
+def main():
+    do_op = "--no-op" not in sys.argv
+    emit("python", executable=sys.executable, version=sys.version.split()[0], prefix=sys.prefix,
+         visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"), pid=os.getpid())
+    torch = import_torch()
+    if torch is None:
+        emit("done")
+        return
+    v = getattr(torch, "version", None)
+    cuda = cuda_stage(torch, bool(getattr(v, "cuda", None)))
+    extra = {}
+    if not cuda["available"]:
+        try:
+            extra["cudnn_version"] = torch.backends.cudnn.version()
+        except Exception:
+            extra["cudnn_version"] = None
+    elif init_stage(torch):
+        devices_ok = devices_stage(torch, cuda["device_count"])
+        cudnn = cudnn_stage(torch)
+        extra["cudnn_version"] = cudnn.get("version")
+        if do_op and devices_ok:
+            emit("maps", libraries=mapped_libraries())  # what is loaded before the op, in case it dies there
+            if op_stage(torch):
+                if cudnn.get("available"):
+                    conv_stage(torch)
+                else:
+                    emit("conv", skipped="torch was built without cuDNN")
+            else:
+                emit("conv", skipped="the op failed")
+    else:  # torch's lazy init raised: no further CUDA call (see the module's docstring)
+        extra["cudnn_version"] = cudnn_stage(torch).get("version")
+    begin("libs", "reading the loaded libraries")
+    extra["nccl_version"] = nccl_version(torch)
     emit("libs", libraries=mapped_libraries(), **extra)
     emit("done")
 

@@ -19,9 +19,11 @@ def register(app: typer.Typer) -> None:
         json_out: bool = typer.Option(False, "--json", help="Print JSON: per file sass, ptx and verdict."),
     ) -> None:
         """List the GPU architectures inside CUDA binaries (pure Python, no cuobjdump) and say whether each runs
-        on the GPU: native, ptx-jit or no-kernel-image. Exit 0: all run, 1: a file cannot run, 2: bad input."""
+        on the GPU: native, ptx-jit or no-kernel-image, judged module by module (a kernel can only use the images
+        of its own .cu file's module; the failing one is named by its kernels). Exit 0: all run, 1: a file
+        cannot run, 2: bad input."""
         from cudadoctor.cli import fail_usage
-        from cudadoctor.compat import cc_str, parse_cc, select_for_binary, verdict_runs
+        from cudadoctor.compat import NO_KERNELS, cc_str, parse_cc, verdict_runs
         from cudadoctor.probes import fatbin
         from cudadoctor.system.host import HostSystem
 
@@ -49,20 +51,32 @@ def register(app: typer.Typer) -> None:
                 continue
             rec = {"path": path, "format": b.format, "sass": b.sass, "ptx": b.ptx, "lto": b.lto,
                    "ptx_isa": b.ptx_isa(), "sass_counts": b.counts("sass"), "ptx_counts": b.counts("ptx"),
-                   "verdict": None, "image": "", "reason": ""}
-            if not (b.sass or b.ptx):
+                   "relocatable": b.relocatable or None, "modules": [],
+                   "verdict": None, "image": "", "reason": "", "module": None}
+            loader, reloc = b.judged_modules()
+            if not (b.sass or b.ptx or reloc):
                 rec["verdict"] = "no-cuda-code" if target else None
                 rec["reason"] = "no SASS or PTX in this file"
             elif target:
+                from cudadoctor.compat import judge_modules
                 from cudadoctor.probes.scan import VENDOR, is_vendor_library
 
-                s = select_for_binary(b.sass, b.ptx, target, driver_cuda or None, b.ptx_isa())
-                rec.update(verdict=s.verdict, image=s.image, reason=s.reason)
-                if not verdict_runs(s.verdict) and is_vendor_library(os.path.abspath(path)):
+                fv = judge_modules(loader, reloc, target, driver_cuda or None)
+                failing = [b.modules[v.module.index] for v in fv.modules if not verdict_runs(v.verdict)]
+                if failing:  # name them by their kernels, then judge again (a module may prove empty)
+                    fatbin.name_modules_in_file(system, path, failing[:64])
+                    loader, reloc = b.judged_modules()
+                    fv = judge_modules(loader, reloc, target, driver_cuda or None)
+                rec.update(verdict=fv.verdict, image=fv.image, reason=fv.reason,
+                           module=fv.worst.module.name() if fv.worst is not None else None,
+                           modules=[{"index": v.module.index, "sass": v.module.sass, "ptx": v.module.ptx,
+                                     "kernels": v.module.kernels, "verdict": v.verdict} for v in fv.modules])
+                if not verdict_runs(fv.verdict) and fv.verdict != NO_KERNELS and is_vendor_library(
+                        os.path.abspath(path)):
                     # NVIDIA's libraries carry kernels outside their fatbin (cuFFT): no verdict from it
                     rec.update(verdict=VENDOR, reason=f"NVIDIA library: the embedded images are not its whole "
-                                                      f"kernel set (rule alone: {s.verdict})")
-                elif not verdict_runs(s.verdict):
+                                                      f"kernel set (rule alone: {fv.verdict})")
+                elif not verdict_runs(fv.verdict) and fv.verdict != NO_KERNELS:
                     cannot.append(path)
             out.append(rec)
         code = 2 if bad else (1 if cannot else 0)
@@ -80,6 +94,12 @@ def register(app: typer.Typer) -> None:
                 typer.echo(f"{r['path']}  [{r['format']}]")
                 typer.echo(f"  SASS: {_fmt(r['sass_counts']) or '-'}")
                 typer.echo(f"  PTX:  {_fmt(r['ptx_counts'], r['ptx_isa']) or '-'}")
+                if r["relocatable"]:
+                    rel = r["relocatable"]
+                    typer.echo(f"  -rdc linker inputs (not loaded as such): SASS {', '.join(rel['sass']) or '-'}; "
+                               f"PTX {', '.join(rel['ptx']) or '-'}")
+                if len(r["modules"]) > 1:
+                    typer.echo("  modules: " + ", ".join(f"{m['index']}:{m['verdict']}" for m in r["modules"]))
                 if r["verdict"]:
                     typer.echo(f"  verdict: {r['verdict']}" + (f" ({r['reason']})" if r["reason"] else ""))
         for msg in bad:

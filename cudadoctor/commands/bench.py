@@ -20,6 +20,12 @@ def register(app: typer.Typer) -> None:
         device: int = typer.Option(0, "--device", metavar="N", help="CUDA device index, as torch numbers it."),
         timeout: Optional[float] = typer.Option(None, "--timeout", metavar="S",
                                                 help="Seconds allowed per measurement child (default 90 quick, 240)."),
+        collectives: bool = typer.Option(False, "--collectives",
+                                         help="Between GPUs instead: all_reduce, all_gather, reduce_scatter and "
+                                              "sendrecv from 8 B to 1 GiB over every GPU (NCCL), and the GPU-to-GPU "
+                                              "copy matrix."),
+        max_bytes: str = typer.Option("1G", "--max-bytes", metavar="SIZE",
+                                      help="With --collectives: GPU memory per GPU the sweep may use (e.g. 256M, 2G)."),
     ) -> None:
         """Measure launch cost (eager vs CUDA graph), copy bandwidth and matmul rates, next to what this GPU
         should reach, with likely causes for figures far below. Exit 0: measured (warnings allowed), 1: a
@@ -31,8 +37,11 @@ def register(app: typer.Typer) -> None:
             raise fail_usage("--device must be 0 or more")
         if timeout is not None and timeout <= 0:
             raise fail_usage("--timeout must be a positive number of seconds")
-        from cudadoctor.bench.runner import BenchOptions
         from cudadoctor.system.host import HostSystem
+
+        if collectives:
+            _collectives(HostSystem(), python, max_bytes, timeout, json_out)
+        from cudadoctor.bench.runner import BenchOptions
 
         system = HostSystem()
         opts = BenchOptions(quick=quick, python=python, device=device, timeout_s=timeout)
@@ -93,12 +102,12 @@ def _with_progress(system, opts, json_out: bool):
 
 
 def render(result) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     from cudadoctor.bench.judge import fmt_ratio, fmt_value
+    from cudadoctor.render.common import wide_console
 
-    console = Console()
+    console = wide_console()
     head = f"cudadoctor bench{' --quick' if result.quick else ''} · {result.device_name or 'no GPU'}"
     if result.capability:
         head += f" (cc {result.capability})"
@@ -155,4 +164,90 @@ def render(result) -> None:
     if result.nvml_error:
         console.print(f"[dim]note: NVML unavailable ({result.nvml_error}): no causes from clocks, link or "
                       "power[/dim]", highlight=False)
+    console.print(f"[dim]{result.elapsed_s:.1f} s[/dim]")
+
+
+def _collectives(system, python, max_bytes: str, timeout, json_out: bool) -> None:
+    """`bench --collectives`: run, print, exit (0 measured, 1 a collective failed or was wrong)."""
+    from cudadoctor.bench.collectives import run_collectives
+    from cudadoctor.cli import fail_usage
+    from cudadoctor.facts.host_links import parse_size
+
+    budget = parse_size(max_bytes)
+    if not budget or budget < 1024:
+        raise fail_usage(f"--max-bytes {max_bytes!r}: a size such as 256M or 2G")
+    result = run_collectives(system, python, budget, timeout or 600.0)
+    if json_out:
+        import json
+
+        typer.echo(json.dumps(result.to_dict(), indent=2))
+    else:
+        render_collectives(result)
+    raise typer.Exit(1 if result.status.value in ("fail", "error") else 0)
+
+
+def _size(n: int) -> str:
+    for unit, k in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= k and n % k == 0:
+            return f"{n // k} {unit}"
+    return f"{n} B"
+
+
+def render_collectives(result) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from cudadoctor.bench.collectives import COLLS
+
+    console = Console()
+    run = result.run
+    head = f"cudadoctor bench --collectives · {result.gpus} GPUs"
+    if run is not None:
+        head += f" · torch {run.torch} · NCCL {run.nccl_version} · via {', '.join(run.transports) or '?'}"
+    console.print(head, highlight=False)
+    console.print("[dim]busbw in GB/s (nccl-tests' definitions), time per call in µs[/dim]", highlight=False)
+    if run is not None and run.bench:
+        t = Table(box=None, pad_edge=False, show_edge=False)
+        t.add_column("size", justify="right")
+        for c in COLLS:
+            t.add_column(c, justify="right")
+        for n in sorted({x["bytes"] for x in run.bench if "bytes" in x}):
+            cells = []
+            for c in COLLS:
+                x = next((r for r in run.bench if r.get("coll") == c and r.get("bytes") == n), None)
+                if x is None:
+                    cells.append("")
+                elif "skipped" in x:
+                    cells.append("[dim]over budget[/dim]")
+                elif "busbw" not in x or x.get("ok") is False:
+                    cells.append("[red]wrong[/red]" if "busbw" in x else "[red]failed[/red]")
+                else:
+                    cells.append(f"{x['busbw']:.2f} ({x['time_us']:.0f} µs)")
+            t.add_row(_size(n), *cells)
+        console.print(t)
+    if result.copies:
+        n = result.gpus
+        t = Table(box=None, pad_edge=False, show_edge=False, title="GPU-to-GPU copy, GB/s (256 MiB, CUDA ordinals)")
+        t.add_column("src \\ dst")
+        for j in range(n):
+            t.add_column(f"cuda:{j}", justify="right")
+        for i in range(n):
+            cells = []
+            for j in range(n):
+                c = next((x for x in result.copies if x.get("src") == i and x.get("dst") == j), None)
+                cells.append("-" if i == j else "" if c is None else
+                             (f"{c['gbps']:.1f} {c.get('label', '')}" if c.get("ok") else "[red]failed[/red]"))
+            t.add_row(f"cuda:{i}", *cells)
+        console.print(t)
+    j = result.judged
+    if j:
+        glyph = {"ok": "[green]✓[/green]", "warn": "[yellow]![/yellow]"}.get(j["status"], "")
+        console.print(f"{glyph} all_reduce busbw {j['busbw']:g} GB/s at {_size(j['bytes'])}: {j['pair']} should give "
+                      f"~{j['expected']:.0f} ({j['from']}; ratio {j['ratio']:.2f})", highlight=False)
+    if run is not None and run.outcome != "ok":
+        console.print(f"[red]✗[/red] the sweep did not finish: {run.outcome} in {run.stage}: {run.error}", highlight=False)
+    if result.copy_error:
+        console.print(f"[red]✗[/red] copy matrix: {result.copy_error}", highlight=False)
+    for note in result.notes:
+        console.print(f"[dim]note: {note}[/dim]", highlight=False)
     console.print(f"[dim]{result.elapsed_s:.1f} s[/dim]")

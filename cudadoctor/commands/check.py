@@ -22,6 +22,10 @@ def register(app: typer.Typer) -> None:
                                                  help="Re-judge the facts of a saved --json report offline."),
         timeout: float = typer.Option(120.0, "--timeout", min=1.0, help="Seconds allowed for the torch probe."),
         no_gpu_ops: bool = typer.Option(False, "--no-gpu-ops", help="Do not run the minimal GPU op."),
+        kernel: Optional[str] = typer.Option(None, "--kernel", metavar="NAME",
+                                             help="Check the interpreter a Jupyter kernel runs, with its kernel.json env."),
+        expect_gpus: Optional[int] = typer.Option(None, "--expect-gpus", metavar="N", min=0,
+                                                  help="How many GPUs this node should have (a missing GPU fails)."),
     ) -> None:
         """Run the ordered checklist, lowest layer first. Exit 0: nothing failed, 1: a check failed, 2: usage
         error or a check crashed."""
@@ -34,12 +38,18 @@ def register(app: typer.Typer) -> None:
         if bad:
             known = ", ".join(s.id for s in checks.ordered())
             raise fail_usage(f"unknown step id {', '.join(bad)} (known: {known}; `cudadoctor checks` lists them)")
-        check_python_option(python)
         from cudadoctor.doctor import python_version_of, run_check
         from cudadoctor.facts.registry import Options
         from cudadoctor.system.host import HostSystem
 
         system = HostSystem()
+        target_kernel = None
+        if kernel is not None:
+            from cudadoctor.commands.check_kernel import kernel_target
+
+            system, python, target_kernel = kernel_target(system, kernel, python, facts_file)
+        else:
+            check_python_option(python)
         given = None
         saved: dict = {}
         source = "live"
@@ -47,14 +57,33 @@ def register(app: typer.Typer) -> None:
             given, saved = _load_facts(facts_file)
             source = f"facts file {facts_file}"
         opts = Options(python=python, timeout_torch=timeout, gpu_ops=not no_gpu_ops)
-        unjudged = _steps_missing_facts(only, skip, given) if given is not None else {}
+        from cudadoctor.doctor import add_unjudged, steps_missing_facts
+
+        if target_kernel is not None:
+            opts.extra["kernel"] = target_kernel.name
+
+        if expect_gpus is not None:
+            from cudadoctor.model import Fact
+
+            opts.extra["expect_gpus"] = expect_gpus
+            if given is not None:  # re-judging a saved report: today's expectation, the saved facts
+                given["gpu_expect"] = Fact.found({"gpus": expect_gpus}, "--expect-gpus")
+        unjudged = steps_missing_facts(only, skip, given) if given is not None else {}
         report = run_check(system, opts, only, list(skip) + list(unjudged), strict, given_facts=given, source=source)
+        if target_kernel is not None:
+            from cudadoctor.commands.check_kernel import add_kernel_to_report
+
+            add_kernel_to_report(report, target_kernel, strict)
         if facts_file is not None:
             # a re-judged report is about the machine that gathered the facts, not this one
             report.host = str(saved.get("host") or "")
             report.node = str(saved.get("node") or report.host)
             if unjudged:
-                _add_unjudged(report, only, skip, unjudged, strict)
+                add_unjudged(report, only, skip, unjudged, strict)
+        if target_kernel is not None and not json_out:
+            from cudadoctor.commands.check_kernel import kernel_line
+
+            typer.echo(kernel_line(target_kernel, system.env, markdown))
         if json_out:
             from cudadoctor.render.json_report import render_json
 
@@ -88,43 +117,12 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"{n:>2} {s.id.ljust(w)}{s.description}{req}")
 
 
-def _steps_missing_facts(only, skip, given: dict) -> dict:
-    """step id -> [its primary fact] for steps whose primary fact (the first it declares) a saved
-    report lacks (made with --only, or by an older cudadoctor). Such steps are not judged: without
-    it a step would misjudge (no torch fact reads as "torch not installed"). Steps missing only a
-    secondary fact are judged with what there is, as on a machine where that fact is unavailable."""
-    from cudadoctor.checks import registry as checks
-
-    return {st.id: [st.facts[0]] for st in checks.ordered(only, skip) if st.facts and st.facts[0] not in given}
-
-
-def _add_unjudged(report, only, skip, unjudged: dict, strict: bool) -> None:
-    from cudadoctor.checks import registry as checks
-    from cudadoctor.doctor import exit_code
-    from cudadoctor.model import Finding, Status, StepResult
-
-    done = {st.id: st for st in report.steps}
-    steps = []
-    for st in checks.ordered(only, skip):
-        if st.id in done:
-            steps.append(done[st.id])
-        elif st.id in unjudged:
-            names = ", ".join(unjudged[st.id])
-            summary = f"not judged: the saved report has no {names} fact"
-            steps.append(StepResult(st.id, st.title, Status.SKIP, summary, (
-                Finding(f"{st.id}.not-in-saved-report", Status.SKIP, summary,
-                        detail="The report was made with --only/--skip or by an older cudadoctor that did "
-                               "not gather it.", evidence={"missing facts": names}),)))
-    report.steps = steps
-    report.exit_code = exit_code(steps, strict)
-
-
 def _load_facts(path: str) -> tuple:
     """(typed facts, the saved report) from a `check --json` report."""
     import json
 
     from cudadoctor.cli import fail_usage
-    from cudadoctor.facts.registry import facts_from_dict, load_all
+    from cudadoctor.facts.saved import facts_from_report
 
     try:
         with open(path, "rb") as f:
@@ -135,5 +133,4 @@ def _load_facts(path: str) -> tuple:
         raise fail_usage(f"--facts {path}: not JSON ({e})")
     if not isinstance(raw, dict) or not isinstance(raw.get("facts"), dict):
         raise fail_usage(f"--facts {path}: not a cudadoctor report (no \"facts\" object)")
-    load_all()
-    return facts_from_dict(raw["facts"]), raw
+    return facts_from_report(raw), raw

@@ -74,7 +74,7 @@ def register(app: typer.Typer) -> None:
             facts = personal.gather(names)
         m = personal.load_matrix()
         personals = {x.id: personal.personalise(x, facts, m) for x in found[: personal.MAX_MATCHES]}
-        close = [] if found else rank.closest(sigs, sample)
+        close = rank.fallback(sigs, found, sample)  # never an empty answer: guesses when nothing is strong
         from cudadoctor.redact import Redactor
 
         scrub = Redactor(os.environ)  # a pasted log can hold tokens: never echo them back

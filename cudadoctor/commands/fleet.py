@@ -144,5 +144,84 @@ def node(
         sys.stdout.flush()
 
 
+@fleet_app.command("nccl", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def nccl(
+    ctx: typer.Context,
+    partition: Optional[str] = typer.Option(None, "--partition", "-p", help="Partition (default: Slurm's default one, "
+                                                                             "or the current allocation)."),
+    nodes: Optional[int] = typer.Option(None, "--nodes", "-N", min=1, help="How many nodes (default: every usable "
+                                                                            "node of the partition or allocation)."),
+    per_node: int = typer.Option(1, "--gpus-per-node", "-G", min=1, help="Tasks (GPUs) per node: one rank each."),
+    backend: str = typer.Option("nccl", "--backend", help="nccl (GPUs) or gloo (CPUs: the same plumbing, no GPU)."),
+    size: str = typer.Option("64M", "--size", metavar="SIZE", help="All-reduce size per rank (e.g. 64M, 1G)."),
+    time_limit: float = typer.Option(120.0, "--time-limit", min=5.0, metavar="S",
+                                     help="Seconds each task may take; a rank that takes longer is stopped and named."),
+    alloc_wait: float = typer.Option(300.0, "--alloc-wait", min=0.0, metavar="S",
+                                     help="Seconds to wait for Slurm to grant the nodes."),
+    pairs: bool = typer.Option(False, "--pairs", help="Also run every node in a pair, to name a slow node even "
+                                                      "when the whole run passes."),
+    cudadoctor: str = typer.Option("cudadoctor", "--cudadoctor", metavar="PATH",
+                                   help="cudadoctor as the nodes run it (default: `cudadoctor` on their PATH)."),
+    python: Optional[str] = typer.Option(None, "--python", metavar="PATH",
+                                         help="Interpreter whose torch runs the ranks on the nodes."),
+    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """An all-reduce across nodes through srun (one task per GPU, the rendezvous on the first node); when it
+    fails, pairs of nodes run it to name the slow or silent one. srun options go after `--`. Exit 0: the
+    collective passed; 1: it failed, or a node was named; 2: usage error, or srun could not be used."""
+    from cudadoctor.cli import fail_usage
+    from cudadoctor.facts.host_links import parse_size
+    from cudadoctor.fleet import nccl as fn
+    from cudadoctor.fleet.slurm import SlurmError
+    from cudadoctor.system.host import HostSystem
+
+    extra = tuple(ctx.args)
+    bad = [a for a in extra if not a.startswith("-")]
+    if bad:
+        raise fail_usage(f"unexpected argument {bad[0]!r}: srun options go after `--` and start with '-'")
+    if backend not in ("nccl", "gloo"):
+        raise fail_usage(f"--backend {backend!r}: nccl or gloo")
+    nbytes = parse_size(size)
+    if not nbytes or nbytes < 4:
+        raise fail_usage(f"--size {size!r}: a size such as 64M or 1G")
+    system = HostSystem()
+    try:
+        result = fn.fleet_nccl(system, force_pairs=pairs, partition=partition, nodes=nodes, per_node=per_node,
+                               time_limit=time_limit, extra=extra, cudadoctor=cudadoctor, python=python,
+                               backend=backend, nbytes=nbytes, alloc_wait=alloc_wait)
+    except SlurmError as e:
+        raise fail_usage(str(e))
+    if json_out:
+        import json
+
+        typer.echo(json.dumps(result.to_dict(), indent=2))
+    else:
+        from cudadoctor.fleet.render import render_nccl
+
+        render_nccl(result)
+    raise typer.Exit(result.exit_code)
+
+
+@fleet_app.command("nccl-rank", hidden=True)
+def nccl_rank(
+    backend: str = typer.Option("nccl", "--backend"),
+    time_limit: float = typer.Option(120.0, "--time-limit", min=1.0),
+    port: int = typer.Option(29500, "--port"),
+    nbytes: int = typer.Option(64 << 20, "--bytes"),
+    python: Optional[str] = typer.Option(None, "--python"),
+) -> None:
+    """The task `fleet nccl` runs for each GPU: one rank, relayed in srun-safe lines."""
+    import sys
+
+    from cudadoctor.fleet.nccl import run_rank
+    from cudadoctor.system.host import HostSystem
+
+    def say(line: str) -> None:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+    raise typer.Exit(run_rank(HostSystem(), say, backend, time_limit, port, python, nbytes))
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(fleet_app, name="fleet")

@@ -82,6 +82,9 @@ def render(res) -> str:
     dev = res.device
     if dev:
         lines.append(f"GPU: {dev.get('name')} (cc {dev.get('cc')}), driver CUDA {dev.get('driver_cuda')}")
+    if res.nvcc_failure:
+        first = res.nvcc_failure.strip().splitlines()[0] if res.nvcc_failure.strip() else ""
+        lines.append(f"{res.nvcc_failure_path} cannot build (a toolkit problem, not the GPU's): {first}")
     if res.cc:
         lines.append(f"builds for cc {cc_str(res.cc)} ({res.cc_source}) with {res.compiler or 'no compiler'}")
     if res.launch_error:

@@ -232,6 +232,10 @@ def _from_text(match, out: Personal, m) -> None:
         out.notes.append(f"torch expects cuDNN {c['compiled']}, found {c['runtime']}")
     if "request" in c:
         out.notes.append(f"the failed allocation asked for {c['request']}")
+    needs = next((v for k, v in sorted(c.items()) if k.startswith("needs_cuda")), "")
+    has = next((v for k, v in sorted(c.items()) if k.startswith("has_cuda")), "")
+    if needs and has:
+        out.notes.append(f"the report shows code built for CUDA {needs} and a driver that runs CUDA up to {has}")
 
 
 def _generic(match, facts, m, out: Personal) -> None:
@@ -340,7 +344,7 @@ def _cpu_only(match, facts, m, out: Personal) -> None:
         if text:
             out.notes.append(text)
         out.commands.extend(c.replace(" -m pip install ", " -m pip install --force-reinstall ", 1) for c in cmds)
-    elif not gpus(facts):
+    elif facts and not gpus(facts):  # offline (no facts) says nothing about this machine
         out.notes.append("no NVIDIA driver or GPU answered on this machine: run on the CPU or use a GPU machine")
 
 

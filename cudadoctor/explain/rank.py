@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+import math
 import re
 from dataclasses import dataclass, field
 
+from cudadoctor.explain import versions
 from cudadoctor.explain.scan import ScanResult
 
 STRONG = 0.6  # a match this confident ranks above every weaker one
@@ -43,24 +46,40 @@ def matches(signatures: tuple, res: ScanResult) -> list:
         miss = 1.0
         count = 0
         evidence: list = []
+        readings: list = []  # hits of capture-only patterns (weight 0): values for the gate
         for pi, pat in enumerate(sig.patterns):
             key = (si, pi)
             if key not in res.hits:
                 continue
             if pat.context and not any(c in res.context_seen for c in pat.context):
                 continue
+            if any(u in res.context_seen for u in pat.unless):
+                continue
+            if pat.weight == 0:
+                readings.extend(res.hits[key])
+                continue
             miss *= 1.0 - pat.weight
             count = max(count, res.counts.get(key, 0))
             evidence.extend(res.hits[key])
+        caps = _captures(evidence + readings)
+        gate = dict(sig.gate)
+        if gate and versions.gate_holds(gate, caps):  # the versions in the text confirm it
+            miss *= 1.0 - float(gate["weight"])
+            evidence.extend(readings)
+            count = max(count, 1)
         if not evidence:
             continue
         evidence = _dedupe(sorted(evidence, key=lambda h: h.pos))
-        caps: dict = {}
-        for h in evidence:
-            for k, v in h.captures.items():
-                caps.setdefault(k, v)
         out.append(Match(sig, round(1.0 - miss, 3), count, evidence[:3], caps, sig.priority))
     return rank(out)
+
+
+def _captures(hits: list) -> dict:
+    caps: dict = {}
+    for h in sorted(hits, key=lambda h: h.pos):
+        for k, v in h.captures.items():
+            caps.setdefault(k, v)
+    return caps
 
 
 def _dedupe(hits: list) -> list:
@@ -91,19 +110,75 @@ def rank(found: list) -> list:
     return sorted(found, key=lambda m: (not m.strong, -m.rank_priority, -m.confidence, m.first_pos))
 
 
-_WORD = re.compile(r"[a-z0-9_]{3,}")
+_WORD = re.compile(r"[a-z][a-z0-9_]{2,}")
+_STOP = frozenset(
+    "the and for was with this not are from that your error cuda when have has can its into but than then one "
+    "all any use used using run runs running only also more most other same some such these those there their "
+    "which while will would could should been being does did out per may might must each both very just like "
+    "gpu gpus nvidia device devices failed fails failure found".split())
+GUESS_MAX = 0.35  # a guess from shared words is never more confident than this
+FALLBACK_LIMIT = 3
 
 
-def closest(signatures: tuple, sample: str, limit: int = 3) -> list:
-    """Signatures sharing the most words with the text (for an honest 'not recognised')."""
-    words = set(_WORD.findall(sample.lower()))
+def _words(text: str) -> set:
+    return {w for w in _WORD.findall(text.lower()) if w not in _STOP}
+
+
+@functools.lru_cache(maxsize=4)
+def _vocab(signatures: tuple) -> tuple:
+    """Per signature its words (title, meaning, pattern literals), weighted by how rare each word is
+    across signatures (inverse document frequency), so 'nvcc' counts more than 'driver'."""
+    docs = [_words(" ".join([s.title, s.meaning] + [c for p in s.patterns for c in p.contains])) for s in signatures]
+    titles = [_words(s.title) for s in signatures]
+    n = len(docs)
+    df: dict = {}
+    for d in docs:
+        for w in d:
+            df[w] = df.get(w, 0) + 1
+    idf = {w: math.log(1.0 + n / c) for w, c in df.items()}
+    return tuple(docs), tuple(titles), idf
+
+
+def closest(signatures: tuple, sample: str, limit: int = FALLBACK_LIMIT, exclude: tuple = ()) -> list:
+    """(confidence, signature) of the signatures sharing the most telling words with the text, best
+    first, for an answer when no signature matched well. Confidences stay <= GUESS_MAX: a guess."""
+    if limit <= 0:
+        return []
+    docs, titles, idf = _vocab(tuple(signatures))
+    words = _words(sample[:65536])
     scored = []
-    for sig in signatures:
-        kw = sig.keywords()
-        if not kw:
+    for sig, doc, title in zip(signatures, docs, titles):
+        if sig.id in exclude:
             continue
-        common = words & kw
-        if common:
-            scored.append((len(common) / len(kw) ** 0.5, sig))
-    scored.sort(key=lambda t: -t[0])
-    return [(round(s, 3), sig) for s, sig in scored[:limit]]
+        s = sum(idf[w] for w in words & doc) + 0.5 * sum(idf[w] for w in words & title)  # the title says it best
+        if s > 0:
+            scored.append((s / math.sqrt(len(doc) or 1), sig))
+    scored.sort(key=lambda t: (-t[0], -t[1].priority))
+    top = scored[0][0] if scored else 1.0
+    return [(round(GUESS_MAX * sc / top * min(1.0, sc), 3), sig) for sc, sig in scored[:limit]]
+
+
+def fallback(signatures: tuple, found: list, sample: str) -> list:
+    """Other possible causes, (confidence, signature), to fill the answer to FALLBACK_LIMIT causes:
+    first what the matches are usually confused with (data: `alternatives`), then, only when no
+    match is strong, the signatures sharing the most telling words with the text. Low confidence
+    by construction: a confident answer stays first."""
+    want = max(0, FALLBACK_LIMIT - len(found))
+    if not want:
+        return []
+    by_id = {s.id: s for s in signatures}
+    taken = [m.id for m in found]
+    out = []
+    for m in found:
+        for alt in m.signature.alternatives:
+            if alt not in taken and len(out) < want:
+                taken.append(alt)
+                out.append((round(min(GUESS_MAX, m.confidence * 0.5), 3), by_id[alt]))
+    if any(m.strong for m in found):
+        return out
+    return out + closest(signatures, sample, want - len(out), tuple(taken))
+
+
+def answer_ids(signatures: tuple, found: list, sample: str) -> list:
+    """The ids explain puts forward, best first: its matches, then (when none is strong) the guesses."""
+    return [m.id for m in found] + [s.id for _, s in fallback(signatures, found, sample)]

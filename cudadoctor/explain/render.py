@@ -29,11 +29,24 @@ def match_dict(m, personal=None) -> dict:
     }
 
 
+NEXT_STEP = "cudadoctor check"  # what to run when the text alone does not pin the cause
+
+
+def low_confidence(matches: list) -> bool:
+    """No match is strong: the answer is a guess and says so."""
+    return not any(m.strong for m in matches)
+
+
 def result_dict(matches: list, personals: dict, scan, closest: list, facts_used: list, offline: bool) -> dict:
+    low = low_confidence(matches)
     return {
         "schema": SCHEMA,
         "matches": [match_dict(m, personals.get(m.id)) for m in matches],
-        "closest": [{"id": s.id, "title": s.title, "score": score} for score, s in closest],
+        # guesses from shared words when no match is strong (score = their low confidence)
+        "closest": [{"id": s.id, "title": s.title, "score": score, "confidence": score, "fix": s.fixes[0]}
+                    for score, s in closest],
+        "low_confidence": low,
+        "next_step": NEXT_STEP if low else None,
         "input": {"bytes": scan.bytes, "lines": scan.lines, "counts_are_lower_bounds": scan.truncated_counts},
         "facts_used": facts_used,
         "offline": offline,
@@ -51,14 +64,15 @@ def text_report(matches: list, personals: dict, closest: list, scan, offline: bo
     if not matches:
         out.append("cudadoctor explain: not recognised: no known CUDA error signature in this text "
                    f"({scan.lines} line(s), {scan.bytes} bytes).")
-        if closest:
-            out.append("Closest known signatures:")
-            for score, s in closest:
-                out.append(f"  - {s.id}: {s.title}")
+        out.extend(_guesses(closest, "Closest causes (low confidence: guessed from the words only):"))
+        out.append(f"Next step: run `{NEXT_STEP}` on the machine that failed: it tests each layer and names the "
+                   "broken one.")
         out.append("See every signature with: cudadoctor explain --list")
         return "\n".join(out) + "\n"
     n = len(matches)
     out.append(f"cudadoctor explain: {n} known signature{'s' if n != 1 else ''} found, most likely cause first.")
+    if low_confidence(matches):
+        out.append(f"Low confidence: no match is strong. Next step: run `{NEXT_STEP}` on the machine that failed.")
     for i, m in enumerate(matches, 1):
         s = m.signature
         p = personals.get(m.id)
@@ -91,12 +105,36 @@ def text_report(matches: list, personals: dict, closest: list, scan, offline: bo
         out.append("   Fix:")
         if p and p.commands:
             out.extend(f"     $ {c}" for c in p.commands)
-        out.extend(_wrap(f"- {f}", "     ") for f in s.fixes)
+        out.extend(_wrap(f"- {f}", "     ") for f in s.fixes if not covered(f, p.commands if p else []))
         if s.docs:
             out.append("   Docs: " + " ".join(s.docs))
         if s.related_checks:
             out.append("   Related checks: " + ", ".join(s.related_checks) + "  (cudadoctor check)")
+    if closest:
+        out.append("")
+        out.extend(_guesses(closest, "Other possible causes (low confidence):"))
     return "\n".join(out) + "\n"
+
+
+def covered(fix: str, commands: list) -> bool:
+    """A generic fix whose example ('e.g. TORCH_CUDA_ARCH_LIST="8.6" pip ...') a personalised command already
+    gives with this machine's values: shown after it, the generic example would contradict it."""
+    example = fix.partition("e.g. ")[2].split()
+    if not example or not commands:
+        return False
+    key = example[0].split("=")[0] + "=" if "=" in example[0] else example[0]
+    return any(c.split()[0].startswith(key) if key.endswith("=") else c.split()[0] == key
+               for c in commands if c.split())
+
+
+def _guesses(closest: list, head: str) -> list:
+    if not closest:
+        return []
+    out = [head]
+    for score, s in closest:
+        out.append(f"  - {s.title}  [{s.id}, confidence {score:.2f}]")
+        out.append(_wrap(f"fix: {s.fixes[0]}", "      "))
+    return out
 
 
 def list_text(signatures: tuple) -> str:

@@ -23,6 +23,7 @@ SHOW = 400  # characters of a line shown as evidence
 MAX_EVIDENCE = 3  # hits kept per pattern
 MAX_TRIES = 5000  # regex evaluations per literal per block (bounds time on junk)
 BEFORE = 6000  # characters kept before the first hit of a keep_before signature
+SMALL_BLOCK = 1 << 16  # blocks up to this size are searched literal by literal (no regex to compile)
 
 
 @dataclass
@@ -54,12 +55,70 @@ class Scanner:
             for pi, pat in enumerate(sig.patterns):
                 for lit in pat.contains:
                     self.targets.setdefault(lit.encode("ascii"), []).append((si, pi))
-                context.update(c.encode("ascii") for c in pat.context)
+                context.update(c.encode("ascii") for c in pat.context + pat.unless)
         self.context = sorted(context)
-        lits = sorted(self.targets, key=len, reverse=True)
-        # a hit on a literal is also a hit on every literal it contains
-        self.expand = {lit: [o for o in lits if o in lit] for lit in lits}
-        self.rx = re.compile(_trie_pattern(lits)) if lits else None
+        self._rx = None  # the anchored trie regex, built for the first large block only
+        self._rx_seen: frozenset = frozenset()  # context literals already found when it was built
+        self._at: dict = {}  # suffix matched by the regex -> [(literal, anchor, is_context)]
+
+    def _regex(self, seen: set):
+        """One regex for every literal (pattern and context ones), each anchored at its rarest byte:
+        the trie starts at that byte, so the engine skips most positions of a log with a one-byte
+        test instead of entering the trie at every letter. A match at q is a literal at q - anchor
+        once the bytes before q are checked. Compiling it costs tens of ms, which a pasted message
+        never pays (see _occurrences)."""
+        if self._rx is None or len(seen) > len(self._rx_seen) + 2:  # a context literal found once is done
+            self._rx_seen = frozenset(seen)
+            ctx = [c for c in self.context if c.decode("ascii") not in seen]
+            by_sfx: dict = {}
+            for lit, is_ctx in [(t, False) for t in self.targets] + [(c, True) for c in ctx]:
+                a = _anchor(lit)
+                by_sfx.setdefault(lit[a:], []).append((lit, a, is_ctx))
+            sfx = sorted(by_sfx, key=len, reverse=True)
+            # the regex reports the longest suffix at q; every suffix it starts with starts there too
+            self._at = {m: [x for t in sfx if m.startswith(t) for x in by_sfx[t]] for m in sfx}
+            self._rx = re.compile(_trie_pattern(sfx))
+        return self._rx
+
+    def _occurrences(self, low: bytes, skip: int, res: "ScanResult"):
+        """(position, literal) of every pattern literal, roughly first position first; context
+        literals found on the way are recorded in res. Small blocks (a pasted error) are searched
+        literal by literal with bytes.find; large ones with the anchored regex."""
+        if len(low) <= SMALL_BLOCK:
+            self._context_by_find(low, skip, res)
+            found = []
+            for lit in self.targets:
+                i = low.find(lit)
+                while i >= 0:
+                    if i + len(lit) > skip:
+                        found.append((i, lit))
+                    i = low.find(lit, i + 1)
+            found.sort(key=lambda t: (t[0], -len(t[1])))
+            yield from found
+            return
+        seen = res.context_seen
+        search = self._regex(seen).search
+        pos = 0
+        while True:
+            mt = search(low, pos)
+            if mt is None:
+                return
+            q = mt.start()
+            pos = q + 1  # literals may overlap: look again from the next byte
+            for lit, a, is_ctx in self._at[mt.group()]:
+                p = q - a
+                if p < 0 or (a and low[p:q] != lit[:a]):
+                    continue
+                if is_ctx:
+                    seen.add(lit.decode("ascii"))  # (rebuilt without it at a later block)
+                elif p + len(lit) > skip:
+                    yield p, lit
+
+    def _context_by_find(self, low: bytes, skip: int, res: "ScanResult") -> None:
+        for c in self.context:  # only whether they occur at all matters
+            name = c.decode("ascii")
+            if name not in res.context_seen and low.find(c, max(0, skip - len(c) + 1)) >= 0:
+                res.context_seen.add(name)
 
     def scan_text(self, text: str) -> ScanResult:
         return self.scan_stream(io.BytesIO(text.encode("utf-8", "surrogateescape")))
@@ -107,42 +166,27 @@ class Scanner:
 
     def _scan_block(self, data: bytes, low: bytes, skip: int, pos_base: int, line_base: int,
                     res: ScanResult) -> None:
-        for c in self.context:  # only whether they occur at all matters
-            name = c.decode("ascii")
-            if name not in res.context_seen and low.find(c, max(0, skip - len(c) + 1)) >= 0:
-                res.context_seen.add(name)
-        if self.rx is None:
-            return
         n = len(low)
         tries: dict = {}
         done: set = set()  # (literal, line start): one hit per literal per line
-        search = self.rx.search
-        pos = 0
-        while True:
-            mt = search(low, pos)
-            if mt is None:
-                break
-            p = mt.start()
-            pos = p + 1  # literals may overlap: look again from the next byte
-            if mt.end() <= skip:
-                continue
+        windows: dict = {}  # line start -> decoded line window
+        for p, lit in self._occurrences(low, skip, res):
             ls = low.rfind(b"\n", max(0, p - WINDOW), p)
             ls = max(0, p - WINDOW) if ls < 0 else ls + 1
-            le = low.find(b"\n", p, min(n, p + WINDOW))
-            le = min(n, p + WINDOW) if le < 0 else le
-            window = None
-            for lit in self.expand[mt.group()]:
-                if (lit, ls) in done:
-                    continue
-                done.add((lit, ls))
-                t = tries[lit] = tries.get(lit, 0) + 1
-                if t > MAX_TRIES:
-                    res.truncated_counts = True
-                    continue
-                if window is None:
-                    window = data[ls:le].decode("utf-8", "replace")
-                for key in self.targets[lit]:
-                    self._hit(key, window, data, low, ls, p, pos_base, line_base, res)
+            if (lit, ls) in done:
+                continue
+            done.add((lit, ls))
+            t = tries[lit] = tries.get(lit, 0) + 1
+            if t > MAX_TRIES:
+                res.truncated_counts = True
+                continue
+            window = windows.get(ls)
+            if window is None:
+                le = low.find(b"\n", p, min(n, p + WINDOW))
+                le = min(n, p + WINDOW) if le < 0 else le
+                window = windows[ls] = data[ls:le].decode("utf-8", "replace")
+            for key in self.targets[lit]:
+                self._hit(key, window, data, low, ls, p, pos_base, line_base, res)
 
     def _hit(self, key, window, data, low, ls, p, pos_base, line_base, res) -> None:
         si, pi = key
@@ -167,6 +211,20 @@ class Scanner:
             captures=caps,
             before=data[max(0, ls - BEFORE):ls].decode("utf-8", "replace") if sig.keep_before else "",
         ))
+
+
+# Bytes of lower-cased logs, most common first (English letters, digits, path and log punctuation).
+# A literal is anchored at its rarest byte; a byte not listed counts as rarest of all.
+_COMMON = b" etaoinsrlcdhu0123456789m.p_:/-fgybw=v,k()x'[]\"jqz"
+
+
+def _anchor(lit: bytes) -> int:
+    """Index of the rarest byte of `lit` that leaves at least 6 bytes from it (a short suffix such
+    as 'vice' matches every 'device' in a log, and each match costs a Python-level check); the
+    earliest of equals."""
+    last = max(0, len(lit) - 6)
+    rank = [(-(_COMMON.find(lit[i:i + 1]) % (len(_COMMON) + 1)), i) for i in range(last + 1)]
+    return min(rank)[1]
 
 
 def _trie_pattern(words: list) -> bytes:

@@ -25,8 +25,9 @@ class Pattern:
     contains: tuple  # lowercase substrings; a line with one of them is a candidate
     regex: "re.Pattern | None" = None  # must match that line (case-insensitive)
     capture: "re.Pattern | None" = None  # only extracts named groups; never rejects a line
-    weight: float = 0.9
+    weight: float = 0.9  # 0 = capture only: reads values for a gate, never a match on its own
     context: tuple = ()  # one of these must appear anywhere in the input
+    unless: tuple = ()  # the pattern does not count when one of these appears anywhere in the input
 
 
 @dataclass(frozen=True)
@@ -44,16 +45,11 @@ class Signature:
     facts: tuple
     patterns: tuple
     explains: tuple = ()
+    alternatives: tuple = ()  # ids to offer next when this signature matched only weakly (a guess)
+    gate: tuple = ()  # ((key, value), ...): versions read by capture-only patterns that confirm it (versions.py)
     keep_before: bool = False  # keep the text before the first hit (tracebacks name the binary)
     source: str = ""
 
-    def keywords(self) -> set:
-        words = set(re.findall(r"[a-z0-9_]{3,}", (self.title + " " + " ".join(
-            c for p in self.patterns for c in p.contains)).lower()))
-        return words - _STOP
-
-
-_STOP = {"the", "and", "for", "was", "with", "this", "not", "are", "from", "that", "your", "error", "cuda"}
 
 _REQUIRED = ("id", "title", "layer", "priority", "meaning", "causes", "confirm", "fixes")
 
@@ -75,8 +71,8 @@ def parse(data: dict, where: str = "<data>") -> Signature:
         contains = tuple(s.lower() for s in _tuple_of_str(p, "contains", pw))
         if not contains or any(not s.strip() for s in contains):
             raise SignatureError(f"{pw}: needs at least one non-empty 'contains' substring")
-        if not all(s.isascii() for s in contains + tuple(p.get("context", []))):
-            raise SignatureError(f"{pw}: 'contains' and 'context' must be ASCII (the scan is byte-wise)")
+        if not all(s.isascii() for s in contains + tuple(p.get("context", [])) + tuple(p.get("unless", []))):
+            raise SignatureError(f"{pw}: 'contains', 'context' and 'unless' must be ASCII (the scan is byte-wise)")
         rx = p.get("regex")
         try:
             compiled = re.compile(rx, re.IGNORECASE) if rx else None
@@ -88,9 +84,10 @@ def parse(data: dict, where: str = "<data>") -> Signature:
         except re.error as e:
             raise SignatureError(f"{pw}: bad capture regex: {e}") from e
         w = float(p.get("weight", 0.9))
-        if not 0 < w <= 1:
-            raise SignatureError(f"{pw}: weight must be in (0, 1]")
-        pats.append(Pattern(contains, compiled, cap_rx, w, tuple(s.lower() for s in _tuple_of_str(p, "context", pw))))
+        if not 0 <= w <= 1:
+            raise SignatureError(f"{pw}: weight must be in [0, 1]")
+        pats.append(Pattern(contains, compiled, cap_rx, w, tuple(s.lower() for s in _tuple_of_str(p, "context", pw)),
+                            tuple(s.lower() for s in _tuple_of_str(p, "unless", pw))))
     if not pats:
         raise SignatureError(f"{where}: no [[pattern]]")
     return Signature(
@@ -99,9 +96,20 @@ def parse(data: dict, where: str = "<data>") -> Signature:
         confirm=_tuple_of_str(data, "confirm", where), fixes=_tuple_of_str(data, "fixes", where),
         docs=_tuple_of_str(data, "docs", where), related_checks=_tuple_of_str(data, "related_checks", where),
         facts=_tuple_of_str(data, "facts", where), patterns=tuple(pats),
-        explains=_tuple_of_str(data, "explains", where), keep_before=bool(data.get("keep_before", False)),
+        explains=_tuple_of_str(data, "explains", where), alternatives=_tuple_of_str(data, "alternatives", where),
+        gate=_gate(data, where),
+        keep_before=bool(data.get("keep_before", False)),
         source=where,
     )
+
+
+def _gate(data: dict, where: str) -> tuple:
+    g = data.get("gate", {})
+    if not isinstance(g, dict) or (g and not {"needs", "has", "weight"} <= set(g)):
+        raise SignatureError(f"{where}: gate needs needs, has and weight")
+    if g and not 0 < float(g["weight"]) <= 1:
+        raise SignatureError(f"{where}: gate weight must be in (0, 1]")
+    return tuple(sorted(g.items()))
 
 
 def load_dir(folder: Path) -> tuple:
@@ -121,9 +129,9 @@ def load_dir(folder: Path) -> tuple:
     if dup:
         raise SignatureError(f"duplicate signature ids: {sorted(dup)}")
     for s in sigs:
-        unknown = [e for e in s.explains if e not in ids]
+        unknown = [e for e in s.explains + s.alternatives if e not in ids]
         if unknown:
-            raise SignatureError(f"{s.source}: explains unknown ids {unknown}")
+            raise SignatureError(f"{s.source}: explains/alternatives name unknown ids {unknown}")
     return tuple(sigs)
 
 

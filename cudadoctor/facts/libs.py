@@ -342,6 +342,9 @@ def gather_libs(system: System, opts: Options, deps: dict) -> Fact:
     info = LibsInfo(ld_library_path=ld_dirs, ld_library_path_missing=[d for d in ld_dirs if not system.is_dir(d)])
     if tv is not None:
         info.torch_cudnn = cudnn_version_str(getattr(tv, "cudnn_version", None))
+        cud = getattr(tv, "cudnn", None)
+        if not info.torch_cudnn and cud is not None and cud.runtime:  # version() raised: the loaded cuDNN's own
+            info.torch_cudnn = cud.runtime
         err = getattr(tv, "import_error", "") or ""
         for m in RE_MISSING.finditer(err):
             if m.group(1) not in info.missing:

@@ -10,14 +10,16 @@ from cudadoctor.probes.scan import ScanInfo
 from cudadoctor.system.base import System
 
 
-@gatherer("probe_scan", value_type=ScanInfo)
+@gatherer("probe_scan", value_type=ScanInfo, needs=("nvidia_smi", "nvml"))
 def gather_probe_scan(system: System, opts: Options, deps: dict) -> Fact:
-    """Every CUDA binary under the target interpreter's site-packages, with its SASS/PTX archs."""
+    """Every CUDA binary where the target interpreter loads from (sys.path, .pth, editable installs, torch's
+    JIT cache, LD_LIBRARY_PATH, LD_PRELOAD), module by module; kernels named for this GPU's failures."""
+    from cudadoctor.facts.local_gpu import from_facts
     from cudadoctor.probes.scan import scan_python
 
     py = opts.python or system.own_python()
-    info, err = scan_python(system, py)
-    src = f"{py} site-packages"
+    info, err = scan_python(system, py, cc=from_facts(deps).cc)
+    src = f"{py}: where it loads from"
     if err:
         return Fact.failed(src, err, value=info)
     return Fact.found(info, src, info.seconds)

@@ -134,6 +134,20 @@ class OpResult:
     error_type: str = ""
     error: str = ""  # verbatim
     checked: bool = False  # the result was verified on the CPU
+    part: str = ""  # where it failed: "ones", "matmul", "check" ('' when it worked)
+    skipped: str = ""  # why it was not run ('' when it ran)
+
+
+@dataclass
+class CudnnInfo:
+    """cuDNN as torch sees it: compiled against, found at run time, and what torch.backends.cudnn.version() says."""
+
+    available: Optional[bool] = None  # torch.backends.cudnn.is_available(): built with cuDNN
+    compiled: str = ""  # torch._C._cudnn.getCompileVersion(): "9.19.0"
+    runtime: str = ""  # torch._C._cudnn.getRuntimeVersion(): the cuDNN actually loaded
+    version: Optional[int] = None  # torch.backends.cudnn.version()
+    version_error: str = ""  # its exception, verbatim (torch raises it for cuDNN RNNs too)
+    error: str = ""
 
 
 @dataclass
@@ -162,6 +176,18 @@ class TorchInfo:
     libraries: list[str] = field(default_factory=list)  # shared objects mapped after CUDA init
     stage: str = ""  # the last stage the child reached
     visible_devices: Optional[str] = None  # CUDA_VISIBLE_DEVICES as the child saw it
+    pid: Optional[int] = None  # the probe child's process id (to tell it from other processes on the GPU)
+    # torch.cuda.init() (torch's lazy CUDA initialisation, what a program's first CUDA call runs) raised this,
+    # verbatim, although is_available() was True; the probe made no further CUDA call
+    first_use_error: str = ""
+    first_use_error_type: str = ""
+    cudnn: Optional[CudnnInfo] = None
+    conv: Optional[OpResult] = None  # a 3x3 convolution through cuDNN, after the op
+    # why the probe ended early ('' when it finished), and what it was doing then
+    stopped: str = ""
+    stopped_kind: str = ""  # "timeout", "signal", "crash" (a Python error in the probe), "no-report"
+    stopped_part: str = ""  # "python", "import", "cuda", "init", "devices", "cudnn", "op", "conv", "libs", "exit"
+    stopped_doing: str = ""  # in words: "a 64x64 matmul on the GPU (cuBLAS)"
 
     @property
     def cpu_only(self) -> bool:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Iterable, Optional
 
 from cudadoctor.fleet.node import from_report
+from cudadoctor.fleet.rejudge import older_than_this, rejudge
 from cudadoctor.system.base import System
 
 REPORT_LIMIT = 64 * 1024 * 1024  # bytes; a real report is well under 1 MiB
@@ -106,7 +107,18 @@ def parse_report(data: Optional[bytes], path: str, error: str = ""):
     if version.split(".")[0] != SUPPORTED_MAJOR:
         return BadFile(path, f"schema_version {version or '?'}: this cudadoctor reads 1.x reports")
     stem = os.path.splitext(os.path.basename(path))[0]
-    return from_report(rep, source=path, name=str(rep.get("node") or rep.get("host") or stem))
+    old = older_than_this(rep)
+    if old:  # an older cudadoctor's verdicts: judge its facts again with today's checks (all of them: a full parse)
+        if not isinstance(rep.get("facts"), dict) or set(rep["facts"]) <= set(FLEET_FACTS):
+            try:
+                rep = json.loads(data.decode("utf-8", errors="replace"))
+            except ValueError:
+                pass
+        rep = rejudge(rep)
+    rec = from_report(rep, source=path, name=str(rep.get("node") or rep.get("host") or stem))
+    if old:
+        rec.rejudged_from = old
+    return rec
 
 
 _host = None

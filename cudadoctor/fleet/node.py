@@ -36,6 +36,7 @@ class NodeRecord:
     exit_code: Optional[int] = None
     values: dict = field(default_factory=dict)  # dimension key -> value (a string)
     problems: list = field(default_factory=list)  # [{step, id, status, summary}] for warn/fail/error
+    rejudged_from: str = ""  # the older cudadoctor version whose report was judged again with this one
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -149,6 +150,9 @@ def from_report(report: dict, source: str = "", name: str = "") -> NodeRecord:
         tv, tc = str(torch["version"]), torch.get("cuda")
         values["torch"] = tv if (not tc or "+cu" in tv) else f"{tv} (CUDA {tc})"
         values["cudnn"] = cudnn_label(torch.get("cudnn_version"))
+        cud = torch.get("cudnn") if isinstance(torch.get("cudnn"), dict) else {}
+        if values["cudnn"] == NONE and cud.get("runtime"):  # torch refused its cuDNN (version() raised): the loaded one
+            values["cudnn"] = str(cud["runtime"])
     elif torch and torch.get("installed") is False:
         values["torch"] = "not installed"
         values["cudnn"] = NONE

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 
+from cudadoctor import __version__
 from cudadoctor.redact import Redactor
 
 MAX_NAMES = 12
@@ -87,6 +88,11 @@ def render_console(summary, env, file=None) -> None:
             console.print(f"  {esc(b.path)}: {esc(b.reason)}")
         if len(summary.bad_files) > 50:
             console.print(f"  ... and {len(summary.bad_files) - 50} more (--json lists them all)")
+    rejudged = [r for r in summary.nodes if getattr(r, "rejudged_from", "")]
+    if rejudged:
+        versions = ", ".join(sorted({r.rejudged_from for r in rejudged}))
+        console.print(f"[dim]{len(rejudged)} report(s) made by cudadoctor {esc(versions)} judged again with "
+                      f"{esc(__version__)}'s checks[/dim]")
     code = summary.exit_code
     console.print(("[green]every node answered and passed[/green]" if code == 0 else
                    "[red]attention needed[/red]") + f" (exit {code})")
@@ -121,3 +127,33 @@ def render_markdown(summary, env) -> str:
         lines += [f"- `{_md(b.path)}`: {_md(b.reason)}" for b in summary.bad_files[:50]]
     lines += ["", f"exit code {summary.exit_code}"]
     return scrub("\n".join(lines))
+
+
+def render_nccl(result, file=None) -> None:
+    """`fleet nccl` on the console: the whole run, the pairs, the nodes named."""
+    import sys
+
+    out = file or sys.stdout
+    w = result.whole
+    r = w.run
+    head = f"cudadoctor fleet nccl · {len(w.nodes)} node{'s' if len(w.nodes) != 1 else ''} · {r.world} ranks · {r.backend}"
+    out.write(head + "\n")
+    if r.outcome == "ok":
+        out.write(f"  all-reduce over every rank: correct; busbw {r.busbw:g} GB/s at {(r.size_bytes or 0) >> 20} MiB"
+                  + (f" via {', '.join(r.transports)}" if r.transports else "") + "\n")
+    else:
+        late = ", ".join(f"rank {x.rank} on {w.node_of.get(x.rank, '?')}" for x in r.laggards)
+        out.write(f"  the whole run: {r.outcome} in {r.stage}" + (f" ({late} behind)" if late else "")
+                  + (f": {r.error[:300]}" if r.error else "") + "\n")
+    for n, why in w.silent:
+        out.write(f"  {n}: {why}\n")
+    for p in result.pairs:
+        pr = p.run.run
+        what = f"ok, busbw {pr.busbw:g} GB/s" if p.run.ok else f"{pr.outcome} in {pr.stage}"
+        out.write(f"  pair {' + '.join(p.nodes)}: {what}\n")
+    for n, why in result.culprits:
+        out.write(f"✗ {n}: {why}\n")
+    for n, state in result.unavailable:
+        out.write(f"  {n}: not checked (Slurm state {state})\n")
+    if result.exit_code == 0:
+        out.write("every node took part; no node named\n")

@@ -27,7 +27,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-TABLES = ("sources", "archs", "drivers", "torch", "cudnn", "compilers")
+TABLES = ("sources", "archs", "drivers", "torch", "cudnn", "compilers", "index")
 INDEX_URL = "https://download.pytorch.org/whl/{cu}"
 
 
@@ -61,6 +61,7 @@ class Matrix:
                                      key=lambda r: parse_version(r["torch"]))
         self.cudnn = t.get("cudnn", {}).get("cudnn", [])
         self.compilers = t.get("compilers", {}).get("toolkit", [])
+        self.index = t.get("index", {})  # what the package index knew at the last refresh
 
     # ------------------------------------------------------------ where the data stops
 
@@ -80,6 +81,28 @@ class Matrix:
     @property
     def branch_data_stops_at(self) -> int:
         return self.branches[-1]["branch"]
+
+    @property
+    def cudnn_data_stops_at(self) -> str:
+        return max((r["last"] for r in self.cudnn), key=parse_version)
+
+    @property
+    def compilers_data_stops_at(self) -> str:
+        return max((r["cuda_last"] for r in self.compilers), key=parse_version)
+
+    def data_stops_at(self) -> dict:
+        """The newest of everything in the data (and when it was checked against the index)."""
+        b = self.branches[-1]
+        return {"torch": self.torch_data_stops_at, "cuda": self.cuda_data_stops_at,
+                "driver_branch": f"R{b['branch']}", "driver_cuda": b["cuda"],
+                "nvcc_targets": self.nvcc_data_stops_at, "host_compilers": self.compilers_data_stops_at,
+                "cudnn": self.cudnn_data_stops_at, "checked": self.index.get("checked") or None}
+
+    def driver_beyond_data(self, driver: str) -> bool:
+        """Is this driver from a branch newer than the data? Branches are at least 5 apart (R610,
+        R615, R620) and a branch's Windows numbers run at most 2 above it (R615: 617.14)."""
+        v = parse_version(driver)
+        return bool(v is not None and self.branches and v.release[0] >= self.branch_data_stops_at + 5)
 
     # ------------------------------------------------------------ architectures
 
@@ -205,12 +228,15 @@ class Matrix:
         """
         want = major_minor(cuda)
         have = major_minor(driver_cuda) if driver_cuda else None
+        from_table = have is None
         if have is None and driver:
             have = major_minor(self.max_cuda_for_driver(driver) or "")
         if want is None or have is None:
             return "unknown"
         if have >= want:
             return "full"
+        if from_table and self.driver_beyond_data(driver):
+            return "unknown"  # a newer branch than the data may run it: the table cannot say
         if have[0] == want[0] and want >= (11, 1):
             mvc = self.minor_compat_for(want[0])
             dv = parse_version(driver or "")
@@ -237,6 +263,13 @@ class Matrix:
             "index_url": INDEX_URL.format(cu=var["cu"]), "pip": pip_command(rel["torch"], var["cu"]),
             "source": var["source"], "confidence": var["confidence"], "note": var.get("note", ""),
         }
+
+    def nearest_torch_release(self, torch_version: str) -> Optional[dict]:
+        """The newest release row at or below `torch_version` (for a torch newer than the data: the
+        last row); None when it is older than the data or does not parse."""
+        mm = major_minor((torch_version or "").split("+")[0])
+        rows = [r for r in self.torch_releases if mm is not None and major_minor(r["torch"]) <= mm]
+        return rows[-1] if rows else None
 
     def torch_variants(self, torch_version: str) -> list:
         rel = self.torch_release(torch_version)
@@ -268,7 +301,10 @@ class Matrix:
         """
         out = []
         for rel in reversed(self.torch_releases):
-            vars_ = sorted(rel.get("variant", []), key=lambda v: parse_version(v["cuda"]), reverse=True)
+            # stable variants first, newest CUDA first: PyTorch calls the others experimental, and an
+            # experimental variant of the newest release may be one the data could only infer
+            vars_ = sorted(rel.get("variant", []), key=lambda v: (v.get("role") != "experimental",
+                                                                 parse_version(v["cuda"])), reverse=True)
             for var in vars_:
                 gpu = self.runs_on(var, cc) if cc else "any"
                 if gpu == NO_IMAGE:
@@ -305,6 +341,21 @@ class Matrix:
             return None
         return next((r for r in self.cudnn
                      if major_minor(r["first"]) <= mm <= major_minor(r["last"])), None)
+
+    def nearest_cudnn_row(self, version: str) -> Optional[dict]:
+        """The newest cuDNN row starting at or below `version` (the last row for a newer cuDNN)."""
+        mm = major_minor(version)
+        rows = sorted((r for r in self.cudnn if mm is not None and major_minor(r["first"]) <= mm),
+                      key=lambda r: major_minor(r["first"]))
+        return rows[-1] if rows else None
+
+    def nearest_compiler_bounds(self, cuda: str) -> Optional[dict]:
+        """compiler_bounds of the newest row at or below `cuda` (for an nvcc newer than the data)."""
+        mm = major_minor(cuda)
+        rows = [r for r in self.compilers if mm is not None and major_minor(r["cuda_first"]) <= mm]
+        if not rows:
+            return None
+        return self.compiler_bounds(max(rows, key=lambda r: major_minor(r["cuda_last"]))["cuda_last"])
 
     def cudnn_supports_cuda(self, cudnn_version: str, cuda: str) -> Optional[bool]:
         row = self.cudnn_row(cudnn_version)

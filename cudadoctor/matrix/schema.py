@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from cudadoctor.matrix.versions import major_minor, parse_version, split_range
 
 CONFIDENCE = ("verified", "verified-secondary", "inferred")
@@ -171,4 +173,35 @@ def validate(tables: dict) -> list:
     for r1, r2 in zip(ordered, ordered[1:]):
         if isinstance(r1.get("gcc_max"), int) and isinstance(r2.get("gcc_max"), int) and r2["gcc_max"] < r1["gcc_max"]:
             problems.append(f"compilers: CUDA {r2['cuda_first']} accepts an older gcc than CUDA {r1['cuda_last']}")
+    _validate_index(tables, problems)
     return problems
+
+
+# package on the index -> (table, the newest version that table has, in major.minor)
+_COVERS = {
+    "torch": ("torch", lambda t: [r["torch"] for r in t["torch"].get("release", [])]),
+    "cuda-toolkit": ("drivers", lambda t: [r["cuda"] for r in t["drivers"].get("toolkit", [])]),
+    "nvidia-cudnn-cu12": ("cudnn", lambda t: [r["last"] for r in t["cudnn"].get("cudnn", [])]),
+    "nvidia-cudnn-cu13": ("cudnn", lambda t: [r["last"] for r in t["cudnn"].get("cudnn", [])]),
+}
+
+
+def _validate_index(tables: dict, problems: list) -> None:
+    """matrix/index.toml: what the index had when the data was refreshed. The tables must cover it:
+    a torch, CUDA toolkit or cuDNN the index had on that day but the tables lack is a refresh left
+    half done."""
+    idx = tables.get("index") or {}
+    if not idx:
+        return
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", str(idx.get("checked", ""))):
+        problems.append(f"index: checked {idx.get('checked')!r} is not a date (YYYY-MM-DD)")
+    for name, e in (idx.get("newest") or {}).items():
+        v = (e or {}).get("version") if isinstance(e, dict) else None
+        if parse_version(v) is None:
+            problems.append(f"index newest {name}: {v!r} does not parse as a version")
+            continue
+        if name in _COVERS and tables.get(_COVERS[name][0]):
+            have = [major_minor(x) for x in _COVERS[name][1](tables) if major_minor(x)]
+            if have and major_minor(v) > max(have):
+                problems.append(f"index: the index had {name} {v} on {idx.get('checked')}, but the "
+                                f"{_COVERS[name][0]} table stops at {'.'.join(map(str, max(have)))}")

@@ -62,6 +62,7 @@ class Built:
     seconds: float = 0.0
     error: str = ""  # compile error, verbatim tail
     unsupported: bool = False  # the compiler does not know this target
+    compiler_failed: bool = False  # the compiler ran and failed (not: cudadoctor's cache could not be used)
 
     @property
     def ok(self) -> bool:
@@ -308,12 +309,14 @@ def build(system, compiler: Compiler, spec: BuildSpec, kernels_dir: str, use_cac
             r = system.run([compiler.path, *flags, "-o", out, src_path], timeout=timeout or NVCC_TIMEOUT, cwd=tmp)
             if r.timed_out:
                 return Built(spec, compiler=compiler.label, seconds=time.monotonic() - t0,
-                             error=f"nvcc gave no answer within {timeout or NVCC_TIMEOUT:g} s")
+                             error=f"nvcc gave no answer within {timeout or NVCC_TIMEOUT:g} s", compiler_failed=True)
             if r.returncode != 0 or not os.path.isfile(out):
-                msg = (r.stderr or r.stdout or r.describe()).strip()
+                how = f"killed by {r.signal_name}" if r.signal_name else f"exit code {r.returncode}"
+                msg = (r.stderr or r.stdout or "").strip()
+                msg = f"{how}: {msg}" if msg else (r.describe() if not r.started else how)
                 return Built(spec, compiler=compiler.label, seconds=time.monotonic() - t0, error=msg[-800:],
                              unsupported=bool(re.search(r"[Uu]nsupported gpu architecture|is not defined for option",
-                                                        msg)))
+                                                        msg)), compiler_failed=True)
             with open(out, "rb") as f:
                 data = f.read()
     else:

@@ -10,6 +10,7 @@ Stable API (also used by the `bench` helper for launch-cost and memory measureme
     drv.init(); drv.driver_version()    # 13000 -> "13.0" via version_str()
     dev = drv.device(0); drv.compute_capability(dev) -> (9, 0); drv.name(dev); drv.total_mem(dev)
     drv.attribute(dev, ATTR_MULTIPROCESSOR_COUNT)
+    drv.pci_bus_id(dev) -> "0000:00:06.0"; drv.uuid(dev); drv.can_access_peer(dev, peer) -> bool
     with drv.context(dev):              # the device's primary context, made current
         mod = drv.load_module(image_bytes)            # cubin, fatbin or NUL-terminated PTX
         fn = drv.function(mod, "name")
@@ -45,6 +46,10 @@ ATTR_CLOCK_RATE = 13
 ATTR_MULTIPROCESSOR_COUNT = 16
 ATTR_COMPUTE_CAPABILITY_MAJOR = 75
 ATTR_COMPUTE_CAPABILITY_MINOR = 76
+# CUdevice_P2PAttribute
+P2P_PERFORMANCE_RANK = 1
+P2P_ACCESS_SUPPORTED = 2
+P2P_NATIVE_ATOMIC_SUPPORTED = 3
 
 _JIT_ERROR_LOG_BUFFER = 5
 _JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6
@@ -141,6 +146,33 @@ class Driver:
     def total_mem(self, dev: int) -> int:
         v = ctypes.c_size_t()
         self._call("cuDeviceTotalMem_v2", ctypes.byref(v), ctypes.c_int(dev))
+        return v.value
+
+    # ---------------------------------------------------------------- between devices (no context needed)
+    def pci_bus_id(self, dev: int) -> str:
+        """'0000:00:06.0' (cuDeviceGetPCIBusId: domain, bus, device, function; lower-case hex)."""
+        buf = ctypes.create_string_buffer(64)
+        self._call("cuDeviceGetPCIBusId", buf, ctypes.c_int(64), ctypes.c_int(dev))
+        return buf.value.decode(errors="replace").lower()
+
+    def uuid(self, dev: int) -> str:
+        """'GPU-3cf3053a-1dca-59d4-1825-812007e0dc7d', as nvidia-smi -L prints it (cuDeviceGetUuid)."""
+        raw = (ctypes.c_ubyte * 16)()
+        name = "cuDeviceGetUuid_v2" if hasattr(self.lib, "cuDeviceGetUuid_v2") else "cuDeviceGetUuid"
+        self._call(name, raw, ctypes.c_int(dev))
+        h = bytes(raw).hex()
+        return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+    def can_access_peer(self, dev: int, peer: int) -> bool:
+        v = ctypes.c_int()
+        self._call("cuDeviceCanAccessPeer", ctypes.byref(v), ctypes.c_int(dev), ctypes.c_int(peer))
+        return bool(v.value)
+
+    def p2p_attribute(self, attr: int, src: int, dst: int) -> int:
+        """cuDeviceGetP2PAttribute: P2P_PERFORMANCE_RANK, P2P_ACCESS_SUPPORTED, P2P_NATIVE_ATOMIC_SUPPORTED."""
+        v = ctypes.c_int()
+        self._call("cuDeviceGetP2PAttribute", ctypes.byref(v), ctypes.c_int(attr), ctypes.c_int(src),
+                   ctypes.c_int(dst))
         return v.value
 
     # ---------------------------------------------------------------- context

@@ -25,6 +25,34 @@ real nvcc 13.0 and by benchmarks/gpu/probes.sh against cuobjdump on torch's libt
 - A cubin's SM is in the ELF e_flags: bits 0-7 for ELF ABI version < 8 (CUDA <= 12.x), bits 8-15
   for ABI version 8 (CUDA 12.8+/13); its `a`/`f` variant is in the `.note.nv.tkinfo` note, which
   records ptxas' `-arch sm_XYa` option.
+
+Modules (what the loader can and cannot use; checked against nvcc 13.0 builds here and real launches
+on an H200, /work/recon m_build.txt and m_rdc.txt, kept as tests/data/h200/modules.txt):
+
+- One container in `.nv_fatbin` = one CUDA module = one translation unit (`a.cu`, `b.cu`, each static
+  library's object), registered on its own (`__cudaRegisterFatBinary`). Its entries are the same
+  kernels built for several targets; a kernel can only use the images of its own container. So a
+  .so of a.cu (sm_90) + b.cu (sm_80 only) launches a's kernel on cc 9.0 and fails b's with error 209
+  "no kernel image is available": judge each module, the file by its worst (`Module`).
+- `nvcc -shared`/`nvcc -o` adds one more container: the device-link output for the default arch
+  (sm_75 with CUDA 13), a cubin with no kernels when nothing was compiled with `-rdc`. A module
+  with no kernels cannot fail a launch; it is never a verdict (`Module.kernels == ()`, or `stub`
+  when compressed: an image under 2 KiB unpacked cannot hold a kernel, the smallest one is 2.8 KiB).
+- `__nv_relfatbin` holds relocatable device code (`-rdc`): per translation unit its SASS and PTX
+  as inputs to the device linker, and with `-lcudadevrt` the device runtime's own objects for every
+  arch. The loader runs the device-LINKED image in `.nv_fatbin`; when that has no image for the
+  GPU, the CUDA runtime links the relocatable objects at load time (JIT), which works only if each
+  of them has PTX the GPU can JIT or SASS for exactly its SM (an `-rdc` executable of compute_80
+  PTX only ran on cc 9.0; of sm_80 SASS only it failed with error 500 "named symbol not found").
+  A PTX-only `-rdc` build has an EMPTY container in `.nv_fatbin` and everything in `__nv_relfatbin`.
+  So relocatable images never count as the file's archs (cuobjdump does not list them either:
+  libnvshmem_host.so.3's compute_120 PTX and libtorch_nvshmem.so's sm_89 are device-link inputs)
+  and never make a verdict milder than that load-time link would be (`relocatable_rescue`).
+- Kernel names come from a cubin's symbol table (STT_FUNC symbols with the CUDA entry flag
+  STO_CUDA_ENTRY 0x10 in st_other) or a PTX `.entry` line, read from one uncompressed image of the
+  module; a zstd-compressed one is unpacked only when the interpreter has a zstd decoder
+  (`compression.zstd`, Python 3.14+, or the `zstandard` package) and it is small. Otherwise the
+  module is named by its index and offset. Read only for modules that cannot run (`module_kernels`).
 """
 
 from __future__ import annotations
@@ -35,7 +63,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Optional
 
-from cudadoctor.compat import parse_arch
+from cudadoctor.compat import ModuleArchs, parse_arch
 
 FATBIN_MAGIC = 0xBA55ED50
 EM_CUDA = 190
@@ -48,6 +76,9 @@ FLAG_FAMILY = 0x200000
 FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
 _MIN_ENTRY_HEADER = 64
 _WINDOW = 1 << 20
+STO_CUDA_ENTRY = 0x10  # st_other bit of a kernel (an entry point) in a cubin's symbol table
+STUB_MAX_BYTES = 2048  # an unpacked cubin this small holds no kernel (an empty one is 2,856 bytes for sm_75)
+_MAX_NAME_READ = 8 << 20  # never read or unpack more than this to name a module's kernels
 
 
 class BinaryFormatError(ValueError):
@@ -62,13 +93,25 @@ class Image:
     compressed: str = ""  # "", "lz4" or "zstd"
     size: int = 0
     offset: int = 0  # where the entry's payload starts in the file
+    module: int = 0  # index of its module (container) in the file
+    relocatable: bool = False  # from __nv_relfatbin: an input to the device linker, not a loaded image
+    unpacked: int = 0  # its size once decompressed (the payload size when it is not compressed)
+    packed: int = 0  # the compressed bytes of a compressed payload (the rest of `size` is padding)
 
 
 @dataclass
-class BinaryArchs:
-    path: str
-    format: str  # "elf" (host executable/shared object), "cubin", "fatbin" or "ptx"
+class Module:
+    """One fatbin container: the images of one translation unit (or one device-link output)."""
+
+    index: int
+    section: str = ""  # ".nv_fatbin", "__nv_relfatbin" or "" (a lone .fatbin/.cubin/.ptx file)
+    offset: int = 0  # where its container starts in the file
     images: list = field(default_factory=list)
+    kernels: Optional[tuple] = None  # entry kernels; None until read or when unreadable (compressed)
+
+    @property
+    def relocatable(self) -> bool:
+        return self.section == "__nv_relfatbin"
 
     @property
     def sass(self) -> list:
@@ -79,26 +122,94 @@ class BinaryArchs:
         return _sorted_unique(i.arch for i in self.images if i.kind == "ptx")
 
     @property
+    def stub(self) -> bool:
+        """No kernels: read so, or (compressed, not unpacked here) only SASS images too small to hold one."""
+        if self.kernels is not None:
+            return not self.kernels and not self.ptx
+        sass = [i for i in self.images if i.kind == "sass"]
+        return (bool(sass) and len(sass) == len(self.images)
+                and all(i.compressed and 0 < i.unpacked < STUB_MAX_BYTES for i in sass))
+
+    def ptx_isa(self) -> dict:
+        return _ptx_isa(self.images)
+
+    def archs(self) -> ModuleArchs:
+        """What the judge (compat.judge_modules) needs of this module."""
+        return ModuleArchs(self.index, self.section, self.offset, self.sass, self.ptx, self.ptx_isa(),
+                           None if self.kernels is None else list(self.kernels), self.stub)
+
+
+@dataclass
+class BinaryArchs:
+    path: str
+    format: str  # "elf" (host executable/shared object), "cubin", "fatbin" or "ptx"
+    images: list = field(default_factory=list)
+    modules: list = field(default_factory=list)
+    elf_type: int = 0  # 1: a relocatable object (.o): its __nv_relfatbin is all it has
+
+    @property
+    def loaded(self) -> list:
+        """The images the loader uses: not the device linker's relocatable inputs (except in a .o)."""
+        if self.elf_type == 1:
+            return self.images
+        return [i for i in self.images if not i.relocatable]
+
+    @property
+    def sass(self) -> list:
+        return _sorted_unique(i.arch for i in self.loaded if i.kind == "sass")
+
+    @property
+    def ptx(self) -> list:
+        return _sorted_unique(i.arch for i in self.loaded if i.kind == "ptx")
+
+    @property
     def lto(self) -> list:
-        return _sorted_unique(i.arch for i in self.images if i.kind == "lto")
+        return _sorted_unique(i.arch for i in self.loaded if i.kind == "lto")
+
+    @property
+    def relocatable(self) -> dict:
+        """{'sass': [...], 'ptx': [...]} of __nv_relfatbin (device-link inputs), {} when none or a .o."""
+        rel = [i for i in self.images if i.relocatable]
+        if not rel or self.elf_type == 1:
+            return {}
+        return {"sass": _sorted_unique(i.arch for i in rel if i.kind == "sass"),
+                "ptx": _sorted_unique(i.arch for i in rel if i.kind == "ptx")}
 
     @property
     def has_cuda(self) -> bool:
         return bool(self.images)
 
+    def loader_modules(self) -> list:
+        """The modules the loader registers (all of them in a .o, a .fatbin, a .cubin or a .ptx file)."""
+        if self.elf_type == 1:
+            return self.modules
+        return [m for m in self.modules if not m.relocatable]
+
+    def relocatable_modules(self) -> list:
+        return [] if self.elf_type == 1 else [m for m in self.modules if m.relocatable]
+
+    def judged_modules(self) -> tuple:
+        """([ModuleArchs] the loader registers, [ModuleArchs] of __nv_relfatbin) for compat.judge_modules."""
+        return ([m.archs() for m in self.loader_modules() if m.images or m.section],
+                [m.archs() for m in self.relocatable_modules()])
+
     def counts(self, kind: str = "sass") -> dict:
         """Entries per arch (what `cuobjdump --list-elf | sort | uniq -c` counts for SASS)."""
-        return dict(sorted(Counter(i.arch for i in self.images if i.kind == kind).items(), key=lambda kv: _key(kv[0])))
+        return dict(sorted(Counter(i.arch for i in self.loaded if i.kind == kind).items(), key=lambda kv: _key(kv[0])))
 
     def ptx_isa(self) -> dict:
-        """PTX arch -> the newest PTX ISA version among its entries ('9.0')."""
-        out: dict = {}
-        for i in self.images:
-            if i.kind == "ptx" and i.ptx_isa:
-                cur = out.get(i.arch)
-                if cur is None or _isa_key(i.ptx_isa) > _isa_key(cur):
-                    out[i.arch] = i.ptx_isa
-        return out
+        """PTX arch -> the newest PTX ISA version among its loaded entries ('9.0')."""
+        return _ptx_isa(self.loaded)
+
+
+def _ptx_isa(images) -> dict:
+    out: dict = {}
+    for i in images:
+        if i.kind == "ptx" and i.ptx_isa:
+            cur = out.get(i.arch)
+            if cur is None or _isa_key(i.ptx_isa) > _isa_key(cur):
+                out[i.arch] = i.ptx_isa
+    return out
 
 
 def _isa_key(v: str) -> tuple:
@@ -213,7 +324,7 @@ def _read_elf(src: _Source, path: str) -> BinaryArchs:
         hdr = src.at(0, 64)
         if len(hdr) < 64:
             raise BinaryFormatError(f"{path}: truncated ELF header")
-        e_machine = struct.unpack_from("<H", hdr, 18)[0]
+        e_type, e_machine = struct.unpack_from("<HH", hdr, 16)
         e_flags = struct.unpack_from("<I", hdr, 48)[0]
         e_shoff = struct.unpack_from("<Q", hdr, 40)[0]
         e_shentsize, e_shnum, e_shstrndx = struct.unpack_from("<HHH", hdr, 58)
@@ -222,7 +333,7 @@ def _read_elf(src: _Source, path: str) -> BinaryArchs:
         hdr = src.at(0, 52)
         if len(hdr) < 52:
             raise BinaryFormatError(f"{path}: truncated ELF header")
-        e_machine = struct.unpack_from("<H", hdr, 18)[0]
+        e_type, e_machine = struct.unpack_from("<HH", hdr, 16)
         e_flags = struct.unpack_from("<I", hdr, 36)[0]
         e_shoff = struct.unpack_from("<I", hdr, 32)[0]
         e_shentsize, e_shnum, e_shstrndx = struct.unpack_from("<HHH", hdr, 46)
@@ -232,13 +343,13 @@ def _read_elf(src: _Source, path: str) -> BinaryArchs:
     sections = _elf_sections(src, path, e_shoff, e_shentsize, e_shnum, e_shstrndx, sh_fmt, sh_fields)
     if e_machine == EM_CUDA:
         return _read_cubin(src, path, ident, e_flags, sections)
-    out = BinaryArchs(path, "elf")
+    out = BinaryArchs(path, "elf", elf_type=e_type)
     for name, (off, size) in sections.items():
         if name in FATBIN_SECTIONS and size:
             if off + size > src.size:
                 raise BinaryFormatError(f"{path}: truncated: section {name} ends at byte {off + size} "
                                         f"but the file has {src.size} bytes")
-            _read_containers(src, off, off + size, path, out, strict=False)
+            _read_containers(src, off, off + size, path, out, strict=False, section=name)
     return out
 
 
@@ -299,13 +410,14 @@ def _read_cubin(src, path, ident, e_flags, sections) -> BinaryArchs:
                 name = cand
     if not parse_arch(name) or sm == 0:
         raise BinaryFormatError(f"{path}: corrupt cubin (no SM architecture in its ELF flags {e_flags:#x})")
-    return BinaryArchs(path, "cubin", [Image("sass", name, size=src.size, offset=0)])
+    img = Image("sass", name, size=src.size, offset=0, unpacked=src.size)
+    return BinaryArchs(path, "cubin", [img], [Module(0, "", 0, [img])])
 
 
 # ---------------------------------------------------------------- fatbin containers
 
 
-def _read_containers(src, start: int, end: int, path: str, out: BinaryArchs, strict: bool) -> None:
+def _read_containers(src, start: int, end: int, path: str, out: BinaryArchs, strict: bool, section: str = "") -> None:
     off = start
     first = True
     if strict and end - start < 16:
@@ -331,7 +443,9 @@ def _read_containers(src, start: int, end: int, path: str, out: BinaryArchs, str
         if cend > end:
             raise BinaryFormatError(f"{path}: truncated: the fatbin at byte {off} needs {hsize + fsize} bytes, "
                                     f"only {end - off} are there")
-        _read_entries(src, off + hsize, cend, path, out)
+        mod = Module(len(out.modules), section, off)
+        out.modules.append(mod)
+        _read_entries(src, off + hsize, cend, path, out, mod)
         off = (cend + 7) & ~7
 
 
@@ -351,7 +465,7 @@ def _find_magic(src, off: int, end: int) -> Optional[int]:
     return None
 
 
-def _read_entries(src, off: int, end: int, path: str, out: BinaryArchs) -> None:
+def _read_entries(src, off: int, end: int, path: str, out: BinaryArchs, mod: Module) -> None:
     while off < end:
         if end - off < _MIN_ENTRY_HEADER:
             if not any(src.at(off, end - off)):  # zero padding at the end of a container
@@ -368,16 +482,20 @@ def _read_entries(src, off: int, end: int, path: str, out: BinaryArchs) -> None:
         flags = struct.unpack_from("<Q", h, 40)[0]
         variant = "a" if flags & FLAG_ARCH_SPECIFIC else ("f" if flags & FLAG_FAMILY else "")
         comp = "zstd" if flags & FLAG_COMPRESSED_ZSTD else ("lz4" if flags & FLAG_COMPRESSED_LZ4 else "")
+        unpacked = struct.unpack_from("<Q", h, 56)[0] if comp else psize
+        packed = struct.unpack_from("<I", h, 16)[0] if comp else 0
+        common = dict(compressed=comp, size=psize, offset=off + ehs, module=mod.index,
+                      relocatable=mod.section == "__nv_relfatbin", unpacked=unpacked, packed=packed)
         if kind == KIND_ELF:
-            out.images.append(Image("sass", f"sm_{arch}{variant}", compressed=comp, size=psize, offset=off + ehs))
+            img = Image("sass", f"sm_{arch}{variant}", **common)
         elif kind == KIND_PTX:
-            out.images.append(Image("ptx", f"compute_{arch}{variant}", ptx_isa=f"{major}.{minor}",
-                                    compressed=comp, size=psize, offset=off + ehs))
+            img = Image("ptx", f"compute_{arch}{variant}", ptx_isa=f"{major}.{minor}", **common)
         elif kind in KIND_LTO:
-            out.images.append(Image("lto", f"lto_{arch}{variant}", compressed=comp, size=psize, offset=off + ehs))
+            img = Image("lto", f"lto_{arch}{variant}", **common)
         else:  # a kind this reader does not know: listed, never judged (the structure itself was valid)
-            out.images.append(Image("unknown", f"kind{kind}_{arch}{variant}", compressed=comp, size=psize,
-                                    offset=off + ehs))
+            img = Image("unknown", f"kind{kind}_{arch}{variant}", **common)
+        out.images.append(img)
+        mod.images.append(img)
         off += ehs + psize
 
 
@@ -396,4 +514,95 @@ def _read_ptx_text(src, path) -> BinaryArchs:
     t = src.at(0, 1 << 16).decode("latin-1")
     ver = _RE_PTX_VERSION.search(t).group(1)
     target = _RE_PTX_TARGET.search(t).group(1).replace("sm_", "compute_")
-    return BinaryArchs(path, "ptx", [Image("ptx", target, ptx_isa=ver, size=src.size)])
+    img = Image("ptx", target, ptx_isa=ver, size=src.size, unpacked=src.size)
+    return BinaryArchs(path, "ptx", [img], [Module(0, "", 0, [img])])
+
+
+# ---------------------------------------------------------------- kernel names of a module
+
+_RE_PTX_ENTRY = re.compile(rb"\.entry\s+([A-Za-z_$%][\w$.%]*)")
+
+
+def name_modules(src: _Source, modules) -> None:
+    """Fill `kernels` of each module from one of its images (the cheapest readable one); stays None
+    when every image is compressed and cannot be unpacked here, or too large to read."""
+    for m in modules:
+        if m.kernels is not None:
+            continue
+        for img in sorted((i for i in m.images if i.kind in ("sass", "ptx")),
+                          key=lambda i: (bool(i.compressed), i.unpacked or i.size))[:2]:
+            names = _image_kernels(src, img)
+            if names is not None:
+                m.kernels = names
+                break
+
+
+def name_modules_in_file(system, path: str, modules) -> None:
+    """name_modules() through the System port; a file that went away leaves the names unknown."""
+    try:
+        name_modules(system_source(system, path), modules)
+    except BinaryFormatError:
+        return
+
+
+def _image_kernels(src: _Source, img: Image) -> Optional[tuple]:
+    if (img.unpacked or img.size) > _MAX_NAME_READ:
+        return None
+    raw = src.at(img.offset, img.packed if img.compressed else img.size)
+    data = _unpack(img, raw) if img.compressed else raw
+    if not data:
+        return None
+    if img.kind == "ptx":
+        return tuple(sorted({m.group(1).decode("latin-1") for m in _RE_PTX_ENTRY.finditer(data)}))
+    return cubin_kernels(data)
+
+
+def _unpack(img: Image, raw: bytes) -> Optional[bytes]:
+    """A zstd payload unpacked with the interpreter's own decoder, if it has one (never installed for
+    this: a module without names is still judged, only named by its index)."""
+    if img.compressed != "zstd" or not raw:
+        return None
+    try:
+        from compression import zstd  # Python 3.14+
+
+        out = zstd.decompress(raw)
+    except ImportError:
+        try:
+            import zstandard  # optional; present in many environments
+        except ImportError:
+            return None
+        try:
+            out = zstandard.ZstdDecompressor().decompress(raw, max_output_size=_MAX_NAME_READ)
+        except Exception:  # noqa: BLE001 - a corrupt payload leaves the module unnamed
+            return None
+    except Exception:  # noqa: BLE001
+        return None
+    return out if len(out) <= _MAX_NAME_READ else None
+
+
+def cubin_kernels(data: bytes) -> Optional[tuple]:
+    """Entry kernels in a cubin (ELF64): STT_FUNC symbols with STO_CUDA_ENTRY. None if not a readable ELF.
+
+    Hand-written on purpose: twenty lines over the section-header reader above, on a blob already in
+    memory; an ELF library would add a dependency for the same three tables."""
+    if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2:
+        return None
+    shoff = struct.unpack_from("<Q", data, 40)[0]
+    shentsize, shnum = struct.unpack_from("<HH", data, 58)
+    if shentsize < 64 or shoff + shnum * shentsize > len(data):
+        return None
+    secs = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    names: set = set()
+    for sh in secs:
+        if sh[1] != 2 or sh[6] >= shnum:  # SHT_SYMTAB and its string table
+            continue
+        stroff, strsize = secs[sh[6]][4], secs[sh[6]][5]
+        entsize = sh[9] or 24
+        if sh[4] + sh[5] > len(data) or stroff + strsize > len(data) or entsize < 24:
+            return None
+        for k in range(sh[5] // entsize):
+            st_name, st_info, st_other = struct.unpack_from("<IBB", data, sh[4] + k * entsize)
+            if st_info & 0xF == 2 and st_other & STO_CUDA_ENTRY and st_name < strsize:
+                end = data.find(b"\0", stroff + st_name, stroff + strsize)
+                names.add(data[stroff + st_name:end if end >= 0 else stroff + strsize].decode("latin-1"))
+    return tuple(sorted(names))

@@ -77,6 +77,10 @@ class ProbeResult:
     launch_kind: str = ""  # launch_child's failure kind ("" when the child reported)
     rows: list = field(default_factory=list)
     kernels: list = field(default_factory=list)
+    # nvcc answered --version but could not build (a toolkit problem, not a launch one): "PATH: its error";
+    # the builds were then made with NVRTC where one was found
+    nvcc_failure: str = ""
+    nvcc_failure_path: str = ""
 
     @property
     def mismatches(self) -> list:
@@ -86,7 +90,8 @@ class ProbeResult:
         return {"cc": cc_str(self.cc) if self.cc else None, "cc_source": self.cc_source, "device": self.device,
                 "compiler": self.compiler, "compiler_path": self.compiler_path,
                 "compiler_error": self.compiler_error, "launch_error": self.launch_error,
-                "launch_kind": self.launch_kind,
+                "launch_kind": self.launch_kind, "nvcc_failure": self.nvcc_failure,
+                "nvcc_failure_path": self.nvcc_failure_path,
                 "builds": [r.to_dict() for r in self.rows], "kernels": self.kernels,
                 "mismatches": [r.name for r in self.mismatches]}
 
@@ -162,6 +167,29 @@ def runtime_observed(system, exe: str, sass: list, cc: tuple, timeout: float = R
     return f"error:{d.get('name') or code}", text
 
 
+def build_rows(system, comp, cc: tuple, judge_cc: tuple, driver_cuda, quick: bool, kernels_dir: str,
+               use_cache: bool, cache_dir: Optional[str]) -> list:
+    """[(Row, Built)] for the planned builds of `cc`, each read back and predicted for `judge_cc`."""
+    builds = []
+    for spec in B.plan(cc, comp, quick=quick):
+        built = B.build(system, comp, spec, kernels_dir, use_cache=use_cache, cache_dir=cache_dir)
+        if built.unsupported:
+            continue  # e.g. no sm_XYa for this cc in this compiler
+        row = Row(spec.name, spec.purpose, " ".join(spec.nvcc_flags()), cached=built.cached)
+        if built.ok:
+            try:
+                arch = fatbin.read_file(system, built.path)
+                row.sass, row.ptx = arch.sass, arch.ptx
+                sel = select_for_binary(arch.sass, arch.ptx, judge_cc, driver_cuda, arch.ptx_isa())
+                row.predicted, row.predicted_image = sel.verdict, sel.image
+            except fatbin.BinaryFormatError as e:
+                row.build_error = f"cudadoctor could not read its own build: {e}"
+        else:
+            row.build_error = built.error
+        builds.append((row, built))
+    return builds
+
+
 def run_probes(system, cc: Optional[tuple] = None, use_cache: bool = True, quick: bool = False,
                kernels: bool = True, runtime: bool = True, compiler_pref: str = "auto",
                site_packages: Optional[list] = None, kernels_dir: Optional[str] = None,
@@ -186,24 +214,18 @@ def run_probes(system, cc: Optional[tuple] = None, use_cache: bool = True, quick
         kernels_dir = str(data_dir("probe_kernels"))
     judge_cc = dev_cc or res.cc  # what the GPU did is judged against the GPU that did it
     driver_cuda = dev.get("driver_cuda")
-    builds = []
-    for spec in B.plan(res.cc, comp, quick=quick):
-        built = B.build(system, comp, spec, kernels_dir, use_cache=use_cache, cache_dir=cache_dir)
-        if built.unsupported:
-            continue  # e.g. no sm_XYa for this cc in this compiler
-        row = Row(spec.name, spec.purpose, " ".join(spec.nvcc_flags()), cached=built.cached)
-        if built.ok:
-            try:
-                arch = fatbin.read_file(system, built.path)
-                row.sass, row.ptx = arch.sass, arch.ptx
-                sel = select_for_binary(arch.sass, arch.ptx, judge_cc, driver_cuda, arch.ptx_isa())
-                row.predicted, row.predicted_image = sel.verdict, sel.image
-            except fatbin.BinaryFormatError as e:
-                row.build_error = f"cudadoctor could not read its own build: {e}"
-        else:
-            row.build_error = built.error
-        res.rows.append(row)
-        builds.append((row, built))
+    builds = build_rows(system, comp, res.cc, judge_cc, driver_cuda, quick, kernels_dir, use_cache, cache_dir)
+    if comp.kind == "nvcc" and builds and all(b.compiler_failed and not b.ok for _, b in builds):
+        # nvcc answers --version but cannot build: that is the toolkit's failure, not the GPU's. Say so, and
+        # test the launch with NVRTC where there is one (only when no compiler was asked for by name).
+        native = next((b for row, b in builds if row.name == "native"), builds[0][1])
+        res.nvcc_failure, res.nvcc_failure_path = native.error, comp.path
+        other = B.pick_compiler(system, "nvrtc", site_packages)[0] if compiler_pref == "auto" else None
+        if other is not None:
+            comp = other
+            res.compiler, res.compiler_path = comp.label, comp.path
+            builds = build_rows(system, comp, res.cc, judge_cc, driver_cuda, quick, kernels_dir, use_cache, cache_dir)
+    res.rows = [row for row, _ in builds]
     kpaths = {}
     if kernels and dev_cc and not res.launch_error:
         for spec in B.kernel_specs(dev_cc):
@@ -253,9 +275,12 @@ class LaunchInfo:
     launch_error: str = ""
     launch_kind: str = ""
     rows: list = field(default_factory=list)  # Row.to_dict() per build
+    nvcc_failure: str = ""  # nvcc answered --version but could not build: its error, verbatim
+    nvcc_failure_path: str = ""
+    compiler_path: str = ""
 
     @classmethod
     def from_result(cls, res: ProbeResult) -> "LaunchInfo":
         return cls(cc_str(res.cc) if res.cc else "", res.device.get("name", ""), res.device.get("driver_cuda", ""),
                    res.compiler, res.compiler_error, res.launch_error, res.launch_kind,
-                   [r.to_dict() for r in res.rows])
+                   [r.to_dict() for r in res.rows], res.nvcc_failure, res.nvcc_failure_path, res.compiler_path)

@@ -1,8 +1,12 @@
-"""Scan an interpreter's site-packages for CUDA binaries and judge each against a GPU.
+"""Scan everywhere an interpreter loads CUDA binaries from, and judge each, module by module.
 
-Pure on the System port: the target interpreter is asked for its site-packages (a child with a
-timeout), the tree is walked, and every shared object / cubin / fatbin is read with the fatbin
-reader (section headers first, so files without CUDA code cost a few small reads).
+Pure on the System port: the target interpreter says where it loads from (where.py: sys.path,
+.pth files, editable installs, torch's JIT extension cache, LD_LIBRARY_PATH, LD_PRELOAD), each
+root is walked within a budget (files per source tree, seconds for the whole scan; VCS and cache
+folders skipped; symlink loops entered once), every shared object / cubin / fatbin is read with
+the fatbin reader (ELF section headers first, so files without CUDA code cost a few small reads),
+its owner comes from the installers' records (owners.py), and each module is judged on its own
+(compat.judge_modules).
 """
 
 from __future__ import annotations
@@ -16,17 +20,27 @@ from typing import Optional
 from cudadoctor.compat import (
     NATIVE,
     NO_IMAGE,
+    NO_KERNELS,
     PTX_JIT,
     PTX_TOO_NEW,
+    FileVerdict,
+    ModuleArchs,
+    ModuleVerdict,
+    judge_modules,
     parse_cc,
     select_for_binary,
     select_image,
 )
-from cudadoctor.settings import env_seconds
 from cudadoctor.probes import fatbin
+from cudadoctor.probes.owners import Owners
+from cudadoctor.probes.where import Root, where
+from cudadoctor.settings import env_seconds
 
 SITE_TIMEOUT = env_seconds("CUDADOCTOR_TIMEOUT_TOOL", 30.0)
-MAX_FILES = 400_000
+MAX_FILES = 400_000  # a site-packages folder
+TREE_FILES = int(env_seconds("CUDADOCTOR_SCAN_MAX_FILES", 50_000))  # a source tree (editable, PYTHONPATH, .pth)
+SCAN_SECONDS = env_seconds("CUDADOCTOR_TIMEOUT_SCAN", 60.0)  # the whole scan
+SKIP_DIRS = frozenset({".git", ".hg", ".svn", "node_modules", "__pycache__"})
 
 _SITE_SNIPPET = (
     "import json, site, sys, sysconfig\n"
@@ -42,12 +56,32 @@ _SITE_SNIPPET = (
 @dataclass
 class ScanFile:
     path: str = ""
-    package: str = ""  # the top-level folder under site-packages (torch, flash_attn, ...)
+    package: str = ""  # the top-level folder under its root (torch, flash_attn, ...), or the file's name
     format: str = ""
-    sass: list = field(default_factory=list)
+    sass: list = field(default_factory=list)  # what the loader can use (not the -rdc linker inputs)
     ptx: list = field(default_factory=list)
     ptx_isa: dict = field(default_factory=dict)
     error: str = ""  # unreadable or corrupt
+    origin: str = ""  # where.ORIGINS, or "--path"
+    root: str = ""  # the folder it was found under
+    via: str = ""  # the .pth / finder / egg-link / variable that put that folder on the path
+    dist: str = ""  # the distribution it belongs to, and its version
+    version: str = ""
+    install: str = ""  # "wheel", "editable", "develop" or ""
+    source: str = ""  # an editable install's source folder
+    project: str = ""  # no owner: the nearest folder above it with setup.py or pyproject.toml
+    modules: list[ModuleArchs] = field(default_factory=list)  # the modules the loader registers
+    relocatable: list[ModuleArchs] = field(default_factory=list)  # __nv_relfatbin (-rdc linker inputs)
+
+
+@dataclass
+class ScanRoot:
+    path: str = ""
+    origin: str = ""
+    via: str = ""
+    files: int = 0  # files looked at
+    cut: str = ""  # why the walk stopped early ('' when it ended)
+    loops: list = field(default_factory=list)  # symlinked folders not entered twice
 
 
 @dataclass
@@ -58,6 +92,9 @@ class ScanInfo:
     candidates: int = 0  # shared objects / cubins / fatbins opened
     seconds: float = 0.0
     truncated: bool = False
+    roots: list[ScanRoot] = field(default_factory=list)
+    skipped: list = field(default_factory=list)  # entries not scanned and why
+    cc: str = ""  # the compute capability failing modules were named for ('' when none was known)
 
 
 def site_packages(system, python: str, timeout: float = SITE_TIMEOUT) -> tuple:
@@ -79,47 +116,157 @@ def site_packages(system, python: str, timeout: float = SITE_TIMEOUT) -> tuple:
     return d.get("python") or python, seen, ""
 
 
-def scan_dirs(system, dirs: list, max_files: int = MAX_FILES) -> ScanInfo:
+def _prune_for(root: Root, nested: set):
+    """Folders a walk never enters: VCS/cache folders, other roots (walked as themselves) and, in a
+    source tree, folders whose names are not Python identifiers (no import can reach into them:
+    build/lib.linux-x86_64-cpython-312, .venv, .tox; a stale copy there would be a false alarm)."""
+    def prune(parent: str, name: str) -> bool:
+        if name in SKIP_DIRS or os.path.join(parent, name) in nested:
+            return True
+        return root.source_tree and not name.isidentifier()
+    return prune
+
+
+def _paths_of(system, root: Root, nested: set, max_files: int):
+    if root.files:
+        for f in root.files:
+            yield f, ""
+        return
+    if not root.recursive:
+        for name in system.listdir(root.path):
+            full = os.path.join(root.path, name)
+            if not system.is_dir(full):
+                yield full, ""
+        return
+    yield from system.walk_tree(root.path, _prune_for(root, nested), max_files)
+
+
+def scan_roots(system, roots: list, owners: Optional[Owners] = None, cc: Optional[tuple] = None,
+               max_files: Optional[int] = None, seconds: Optional[float] = None) -> ScanInfo:
+    """Walk every root (most specific first), read each candidate once (by real path), and keep the
+    files with CUDA code. With `cc`, the modules that cannot run there get their kernels named."""
     t0 = time.monotonic()
-    info = ScanInfo(site_packages=list(dirs))
+    deadline = t0 + (SCAN_SECONDS if seconds is None else seconds)
+    info = ScanInfo(site_packages=[r.path for r in roots if r.origin == "site-packages"],
+                    cc=f"{cc[0]}.{cc[1]}" if cc else "")
     seen: set = set()
-    walked = 0
-    for top in dirs:
-        for path in system.walk(top, max_files=max_files):
-            walked += 1
-            if walked >= max_files:
+    nested = {r.path for r in roots if r.path and r.recursive and not r.files}
+    out_of_time = False
+    for root in roots:
+        sr = ScanRoot(root.path or " ".join(root.files), root.origin, root.via)
+        info.roots.append(sr)
+        if out_of_time:
+            sr.cut = "not walked: the scan's time budget was spent"
+            continue
+        limit = max_files or (TREE_FILES if root.source_tree else MAX_FILES)
+        for path, note in _paths_of(system, root, nested - {root.path}, limit):
+            if note == "loop":
+                sr.loops.append(path)
+                continue
+            if note == "cut":
+                sr.cut = f"stopped after {limit:,} files (in {path})"
                 info.truncated = True
                 break
-            if not fatbin.is_candidate_name(os.path.basename(path)):
+            sr.files += 1
+            if sr.files % 512 == 0 and time.monotonic() > deadline:
+                sr.cut = f"stopped after {sr.files:,} files: the scan's time budget ({deadline - t0:g} s) was spent"
+                info.truncated = out_of_time = True
+                break
+            base = os.path.basename(path)
+            if not (root.files or fatbin.is_candidate_name(base)):
                 continue
             real = system.realpath(path)
-            if real in seen or system.is_symlink(path):
+            if real in seen or (system.is_symlink(path) and not root.files):
                 continue
             seen.add(real)
             info.candidates += 1
-            rel = os.path.relpath(path, top)
-            pkg = rel.split(os.sep, 1)[0]
-            try:
-                b = fatbin.read_file(system, path)
-            except fatbin.BinaryFormatError as e:
-                if path.endswith((".cubin", ".fatbin")) or "truncated" in str(e) or "corrupt" in str(e):
-                    info.files.append(ScanFile(path, pkg, error=str(e)))
-                continue
-            if b.has_cuda and (b.sass or b.ptx):
-                info.files.append(ScanFile(path, pkg, b.format, b.sass, b.ptx, b.ptx_isa()))
+            f = _read_one(system, path, root, cc)
+            if f is not None:
+                if owners is not None and not f.error:
+                    _own(system, f, owners, root)
+                info.files.append(f)
     info.seconds = round(time.monotonic() - t0, 3)
     return info
 
 
-def scan_python(system, python: str) -> tuple:
-    """(ScanInfo, error)."""
-    exe, dirs, err = site_packages(system, python)
-    if err:
-        return ScanInfo(python=exe), err
-    if not dirs:
-        return ScanInfo(python=exe), f"{exe} names no existing site-packages folder"
-    info = scan_dirs(system, dirs)
-    info.python = exe
+def _read_one(system, path: str, root: Root, cc: Optional[tuple]) -> Optional[ScanFile]:
+    rel = os.path.relpath(path, root.path) if root.path else os.path.basename(path)
+    pkg = rel.split(os.sep, 1)[0]
+    common = dict(origin=root.origin, root=root.path, via=root.via)
+    try:
+        b = fatbin.read_file(system, path)
+    except fatbin.BinaryFormatError as e:
+        if path.endswith((".cubin", ".fatbin")) or "truncated" in str(e) or "corrupt" in str(e):
+            return ScanFile(path, pkg, error=str(e), **common)
+        return None
+    if not b.has_cuda:
+        return None
+    if cc:
+        _name_failing(system, path, b, cc)
+    loader, reloc = b.judged_modules()
+    if not (b.sass or b.ptx or reloc):
+        return None
+    return ScanFile(path, pkg, b.format, b.sass, b.ptx, b.ptx_isa(), modules=loader, relocatable=reloc, **common)
+
+
+def _name_failing(system, path: str, b, cc: tuple) -> None:
+    """Read kernel names of the modules that cannot run on `cc` (at most 64 per file)."""
+    loader, reloc = b.judged_modules()
+    fv = judge_modules(loader, reloc, cc)
+    want = [b.modules[v.module.index] for v in fv.modules if v.verdict not in RUNS][:64]
+    if want:
+        fatbin.name_modules_in_file(system, path, want)
+
+
+def _own(system, f: ScanFile, owners: Owners, root: Root) -> None:
+    o = owners.owner(f.path, root.via if root.origin == "editable" else "")
+    f.dist, f.version, f.install, f.source = o.dist, o.version, o.kind, o.source
+    if not f.dist and root.origin == "editable" and root.dist:
+        f.dist, f.install = root.dist, "editable"
+    if not f.dist and root.source_tree:
+        f.project = _project_of(system, f.path, root.path)
+
+
+def _project_of(system, path: str, top: str) -> str:
+    d = os.path.dirname(path)
+    while d.startswith(top.rstrip("/")) and len(d) >= len(top.rstrip("/")):
+        if system.exists(os.path.join(d, "setup.py")) or system.exists(os.path.join(d, "pyproject.toml")):
+            return d
+        if d == top or d == os.path.dirname(d):
+            break
+        d = os.path.dirname(d)
+    return ""
+
+
+def scan_dirs(system, dirs: list, max_files: int = MAX_FILES, cc: Optional[tuple] = None) -> ScanInfo:
+    """Scan explicit folders (`cudadoctor scan --path`): everything under them, VCS/cache folders aside."""
+    roots = [Root(system.realpath(d), "--path", via="--path") for d in dirs]
+    return scan_roots(system, roots, Owners(system, [r.path for r in roots]), cc=cc, max_files=max_files)
+
+
+def label_editable(roots: list, owners: Owners) -> None:
+    """A .pth that an editable install wrote under another name (hatchling's `_editable_impl_*.pth`): its
+    dist-info's RECORD lists it and its direct_url.json says editable."""
+    for r in roots:
+        if r.origin == "pth" and r.via:
+            o = owners.installed_by(r.via)
+            if o.kind == "editable":
+                r.origin, r.dist, r.source_tree = "editable", o.dist, True
+
+
+def scan_python(system, python: str, cc: Optional[tuple] = None, max_files: Optional[int] = None) -> tuple:
+    """(ScanInfo, error): everywhere `python` loads CUDA binaries from (where.py)."""
+    w = where(system, python)
+    if w.error:
+        return ScanInfo(python=w.python or python), w.error
+    if not w.roots:
+        return ScanInfo(python=w.python), f"{w.python} names no existing folder to load from"
+    owners = Owners(system, w.site_dirs)
+    label_editable(w.roots, owners)
+    info = scan_roots(system, w.roots, owners, cc=cc, max_files=max_files)
+    info.python = w.python
+    info.site_packages = w.site_dirs
+    info.skipped = w.skipped
     return info, ""
 
 
@@ -129,6 +276,8 @@ class Judged:
     verdict: str
     image: str
     reason: str
+    modules: tuple = ()  # compat.ModuleVerdict of each loader module
+    worst: Optional[ModuleVerdict] = None  # the module the verdict comes from
 
 
 VENDOR = "nvidia-library"
@@ -153,15 +302,23 @@ def judge(info: ScanInfo, cc: tuple, driver_cuda: Optional[str] = None) -> list:
         if f.error:
             out.append(Judged(f, "unreadable", "", f.error))
             continue
-        s = select_for_binary(f.sass, f.ptx, cc, driver_cuda, f.ptx_isa)
-        if s.verdict != NATIVE and is_vendor_library(f.path, f.package):
+        s = judge_file(f, cc, driver_cuda)
+        if s.verdict not in (NATIVE, NO_KERNELS) and is_vendor_library(f.path, f.package):
             out.append(Judged(f, VENDOR, s.image,
                               f"NVIDIA library: its embedded images ({', '.join(f.sass + f.ptx) or 'none'}) are not "
                               f"its whole kernel set; its GPU support follows its CUDA version (rule alone: "
-                              f"{s.verdict})"))
+                              f"{s.verdict})", s.modules, s.worst))
             continue
-        out.append(Judged(f, s.verdict, s.image, s.reason))
+        out.append(Judged(f, s.verdict, s.image, s.reason, s.modules, s.worst))
     return out
+
+
+def judge_file(f: ScanFile, cc: tuple, driver_cuda: Optional[str] = None) -> FileVerdict:
+    """Module by module; a file recorded without modules (an older report) by the union of its archs."""
+    if f.modules or f.relocatable:
+        return judge_modules(f.modules, f.relocatable, cc, driver_cuda)
+    s = select_for_binary(f.sass, f.ptx, cc, driver_cuda, f.ptx_isa)
+    return FileVerdict(s.verdict, s.image, s.reason)
 
 
 CANNOT_RUN = (NO_IMAGE, PTX_TOO_NEW)

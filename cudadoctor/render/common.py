@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 from cudadoctor.model import Status
@@ -31,3 +32,14 @@ def tally(report) -> str:
     w = sum(1 for _, _, f in probs if f.status is Status.WARN)
     p = sum(1 for _, _, f in probs if f.status in (Status.FAIL, Status.ERROR))
     return f"{w} warning{'s' if w != 1 else ''}, {p} problem{'s' if p != 1 else ''}"
+
+
+def wide_console(**kw):
+    """A rich Console that wraps at the terminal's width, and not at all when output goes to a file or a pipe:
+    there rich assumes 80 columns and would break table rows in the middle of their labels. COLUMNS still wins."""
+    from rich.console import Console
+
+    c = Console(**kw)
+    if not c.is_terminal and not os.environ.get("COLUMNS"):
+        c = Console(width=4096, **kw)
+    return c

@@ -9,6 +9,26 @@ from cudadoctor.redact import Redactor
 from cudadoctor.render.common import STYLES, glyph, problems, tally
 
 
+def _secs(secs: float) -> str:
+    return f"{secs:.2f} s" if secs >= 0.01 else f"{secs * 1000:.0f} ms"
+
+
+def fact_time(report, step_id: str) -> str:
+    """How long the step's facts took to gather (judging takes milliseconds; gathering is the time that counts):
+    its main fact, and the slowest other one it reads when that took longer ('libs 0.05 s; torch 3.68 s')."""
+    from cudadoctor.checks.registry import load_all
+
+    step = load_all().get(step_id)
+    timed = [(name, f.elapsed_s) for name in (step.facts if step is not None else ())
+             for f in (report.facts.get(name),) if f is not None and f.elapsed_s is not None]
+    if not timed:
+        return "no fact gathered"
+    main = timed[0]
+    slow = max(timed, key=lambda x: x[1])
+    out = f"{main[0]} {_secs(main[1])}"
+    return out + (f"; {slow[0]} {_secs(slow[1])}" if slow[1] > main[1] and slow[0] != main[0] else "")
+
+
 def render_console(report, env, verbose: bool = False, python_version: str = "", file=None) -> None:
     from rich.console import Console
     from rich.markup import escape
@@ -32,7 +52,7 @@ def render_console(report, env, verbose: bool = False, python_version: str = "",
         g = glyph(st.status, out)
         line = f"{n:>2} {g} {st.title.ljust(width)} {st.summary}"
         if verbose:
-            line += f"  [{st.elapsed_s * 1000:.0f} ms]"
+            line += f"  [{fact_time(report, st.id)}]"
         console.print(f"[{STYLES[st.status]}]{escape(scrub(f'{n:>2} {g}'))}[/{STYLES[st.status]}]"
                       + escape(scrub(line[len(f'{n:>2} {g}'):])))
     probs = problems(report)

@@ -104,6 +104,40 @@ class System:
         """Yield file paths under `top` (no symlinked dirs followed), at most max_files."""
         raise NotImplementedError
 
+    def walk_tree(self, top: str, prune: Optional[Callable[[str, str], bool]] = None,
+                  max_files: int = 200_000) -> Iterator[tuple]:
+        """Yield (path, note) under `top`, depth first in name order: note '' for a file, 'loop' for a
+        symlinked folder that leads to a folder already walked (not entered again), 'cut' (path = the
+        folder it was in) when max_files stopped the walk. Symlinked folders are followed once each, so
+        a link loop ends; `prune(parent, name)` True skips a folder. Unreadable folders are skipped.
+
+        This default works on any port from listdir/is_dir/realpath; HostSystem's uses os.scandir.
+        """
+        seen = {self.realpath(top)}
+        stack = [top]
+        n = 0
+        while stack:
+            d = stack.pop()
+            subdirs = []
+            for name in self.listdir(d):
+                full = os.path.join(d, name)
+                if self.is_dir(full):
+                    if prune is not None and prune(d, name):
+                        continue
+                    real = self.realpath(full)
+                    if real in seen:
+                        yield full, "loop"
+                        continue
+                    seen.add(real)
+                    subdirs.append(full)
+                    continue
+                n += 1
+                if n > max_files:
+                    yield d, "cut"
+                    return
+                yield full, ""
+            stack.extend(reversed(subdirs))
+
     # ---- the interpreter cudadoctor itself runs in (for helper children such as the NVML probe)
     def own_python(self) -> str:
         raise NotImplementedError
@@ -116,3 +150,99 @@ class System:
 
     def username(self) -> str:
         raise NotImplementedError
+
+    # ---- other processes (those NVML says hold a GPU)
+    def process(self, pid: int) -> Optional[dict]:
+        """What this PID namespace shows of process `pid`: {"name", "user", "cmdline", "uses_gpu"}, or None
+        when no process has that id here. `uses_gpu`: True/False when its memory maps could be read (a CUDA
+        process maps /dev/nvidia*), None when they could not (another user's process, without root)."""
+        return None
+
+    # ---- where the user is (for `envs`: the project's .venv, the home folder's conda/pyenv/Jupyter dirs)
+    def cwd(self) -> str:
+        """The working directory cudadoctor was started in ('' when unknown)."""
+        raise NotImplementedError
+
+    def home(self) -> str:
+        """The user's home folder: $HOME, as Python's expanduser reads it."""
+        return self.env.get("HOME", "")
+
+    def cpu_count(self) -> int:
+        """CPUs this process may run on (the bound for concurrent probes)."""
+        return 2
+
+    def with_env(self, overrides: Mapping[str, str]) -> "System":
+        """This system as a program started with `overrides` added to the environment sees it: `env`
+        shows them and every child gets them (a Jupyter kernel's kernel.json "env", a conda env's vars)."""
+        return EnvOverlay(self, overrides)
+
+
+class EnvOverlay(System):
+    """A System whose environment has some variables set on top of another's (see System.with_env)."""
+
+    def __init__(self, inner: System, overrides: Mapping[str, str]):
+        self._inner = inner
+        self._overrides = dict(overrides)
+        self.env = {**inner.env, **self._overrides}
+
+    def run(self, argv, timeout, env=None, input_bytes=None, cwd=None) -> ProcResult:
+        return self._inner.run(argv, timeout, env={**self._overrides, **dict(env or {})},
+                               input_bytes=input_bytes, cwd=cwd)
+
+    def run_lines(self, argv, timeout, on_line, env=None) -> ProcResult:
+        return self._inner.run_lines(argv, timeout, on_line, env={**self._overrides, **dict(env or {})})
+
+    # every other port is the inner system's (which/which_all stay System's, over this env's PATH)
+    def read_bytes(self, path, limit=16 * 1024 * 1024):
+        return self._inner.read_bytes(path, limit)
+
+    def read_range(self, path, offset, size):
+        return self._inner.read_range(path, offset, size)
+
+    def read_error(self, path):
+        return self._inner.read_error(path)
+
+    def exists(self, path):
+        return self._inner.exists(path)
+
+    def is_dir(self, path):
+        return self._inner.is_dir(path)
+
+    def is_executable(self, path):
+        return self._inner.is_executable(path)
+
+    def listdir(self, path):
+        return self._inner.listdir(path)
+
+    def realpath(self, path):
+        return self._inner.realpath(path)
+
+    def is_symlink(self, path):
+        return self._inner.is_symlink(path)
+
+    def file_size(self, path):
+        return self._inner.file_size(path)
+
+    def walk(self, top, max_files=200_000):
+        return self._inner.walk(top, max_files)
+
+    def own_python(self):
+        return self._inner.own_python()
+
+    def uname(self):
+        return self._inner.uname()
+
+    def hostname(self):
+        return self._inner.hostname()
+
+    def username(self):
+        return self._inner.username()
+
+    def cwd(self):
+        return self._inner.cwd()
+
+    def cpu_count(self):
+        return self._inner.cpu_count()
+
+    def process(self, pid):
+        return self._inner.process(pid)

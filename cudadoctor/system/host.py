@@ -96,6 +96,50 @@ class HostSystem(System):
                 if n >= max_files:
                     return
 
+    def walk_tree(self, top: str, prune: Optional[Callable[[str, str], bool]] = None,
+                  max_files: int = 200_000) -> Iterator[tuple]:
+        # os.scandir gives the type of most entries without a stat; a folder is known by (device, inode)
+        try:
+            st = os.stat(top)
+        except OSError:
+            return
+        seen = {(st.st_dev, st.st_ino)}
+        stack = [top]
+        n = 0
+        while stack:
+            d = stack.pop()
+            try:
+                with os.scandir(d) as it:
+                    entries = sorted(it, key=lambda e: e.name)
+            except OSError:
+                continue
+            subdirs = []
+            for e in entries:
+                try:
+                    is_dir = e.is_dir()  # follows a symlink
+                except OSError:
+                    continue
+                if is_dir:
+                    if prune is not None and prune(d, e.name):
+                        continue
+                    try:
+                        est = e.stat() if e.is_symlink() else e.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    key = (est.st_dev, est.st_ino)
+                    if key in seen:
+                        yield e.path, "loop"
+                        continue
+                    seen.add(key)
+                    subdirs.append(e.path)
+                    continue
+                n += 1
+                if n > max_files:
+                    yield d, "cut"
+                    return
+                yield e.path, ""
+            stack.extend(reversed(subdirs))
+
     def own_python(self) -> str:
         return sys.executable
 
@@ -114,6 +158,50 @@ class HostSystem(System):
             return getpass.getuser()
         except Exception:  # noqa: BLE001 - getpass raises several types when no user is known
             return ""
+
+    def cwd(self) -> str:
+        try:
+            return os.getcwd()
+        except OSError:  # the folder was removed under us
+            return ""
+
+    def home(self) -> str:
+        return self.env.get("HOME") or os.path.expanduser("~")
+
+    def cpu_count(self) -> int:
+        try:
+            return len(os.sched_getaffinity(0))  # the CPUs this process may use (a cgroup or taskset limit)
+        except (AttributeError, OSError):
+            return os.cpu_count() or 2
+
+    def process(self, pid: int) -> Optional[dict]:
+        import psutil
+
+        try:
+            p = psutil.Process(pid)
+            with p.oneshot():
+                name = _ask(p.name)
+                user = _ask(p.username)
+                cmdline = " ".join(_ask(p.cmdline, []))
+        except psutil.NoSuchProcess:
+            return None
+        except psutil.Error:
+            return {"name": "", "user": "", "cmdline": "", "uses_gpu": None}
+        # /proc/PID/maps by hand: psutil's memory_maps() reads smaps, which walks the page tables of every
+        # mapping (seconds for a process that holds a whole GPU's memory); maps is one cheap read.
+        maps = self.read_text(f"/proc/{pid}/maps", limit=16 * 1024 * 1024)
+        uses_gpu = None if not maps else "/dev/nvidia" in maps
+        return {"name": name, "user": user, "cmdline": cmdline, "uses_gpu": uses_gpu}
+
+
+def _ask(fn, default=""):
+    """One psutil accessor; its default when the answer is denied (another user's process) or unknown."""
+    import psutil
+
+    try:
+        return fn()
+    except (psutil.AccessDenied, psutil.ZombieProcess, KeyError, OSError):
+        return default
 
 
 def _open_no_fifo(path: str):

@@ -45,7 +45,10 @@ class FakeSystem(System):
         self.python = python
         self.hang_sleep = hang_sleep  # real seconds a hung command takes (keep tiny in tests)
         self.calls: list = []
+        self.inputs: dict = {}  # argv -> the bytes last given on stdin (a plan a child reads)
+        self.envs: dict = {}  # argv -> the environment changes last asked for (run's `env`)
         self.host, self.user = host, user
+        self.procs: dict = {}  # pid -> {"name", "user", "cmdline", "uses_gpu"}: processes this namespace shows
 
     # ---- building the fake
     def add_file(self, path: str, content: Union[str, bytes]) -> None:
@@ -62,6 +65,10 @@ class FakeSystem(System):
     def run(self, argv, timeout, env=None, input_bytes=None, cwd=None) -> ProcResult:
         argv = tuple(str(a) for a in argv)
         self.calls.append(argv)
+        if input_bytes is not None:
+            self.inputs[argv] = input_bytes
+        if env is not None:
+            self.envs[argv] = dict(env)
         answer = self.commands.get(argv)
         exe = argv[0]
         if answer is None:
@@ -166,3 +173,17 @@ class FakeSystem(System):
 
     def username(self):
         return self.user
+
+    def process(self, pid):
+        p = self.procs.get(pid)
+        return None if p is None else dict({"name": "", "user": "", "cmdline": "", "uses_gpu": None}, **p)
+
+    # ---- added for `envs` (issue 16): the working directory and CPU count of the fake machine
+    workdir = "/home/alice/project"
+    cpus = 4
+
+    def cwd(self):
+        return self.workdir
+
+    def cpu_count(self):
+        return self.cpus

@@ -30,6 +30,7 @@ COMMANDS = [
     (["archs", "--cc", "9.0", "--json", "/bin/true"], 10),
     (["matrix", "recommend", "--cc", "9.0", "--driver", "580.65"], 10),
     (["wsl", "--json"], 30),
+    (["envs", "--json", "--timeout", "60"], 90),
 ]
 
 # the only parts of the checkout cudadoctor reads at run time

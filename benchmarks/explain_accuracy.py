@@ -1,0 +1,85 @@
+"""How often does `cudadoctor explain` name the right cause? Top-1/top-3 on sets of real reports.
+
+    python benchmarks/explain_accuracy.py                         # every set under tests/data
+    python benchmarks/explain_accuracy.py tests/data/explain_unseen/cases.toml --misses
+    python benchmarks/explain_accuracy.py --markdown FILE...      # per-id tables for RESULTS.md
+
+A set is a TOML file of [[case]] (id, url, text) or a folder of such files with `expect` per file
+(tests/data/explain_corpus). Scored offline, on the text alone (no facts of this machine):
+
+- answer: the ranked causes explain prints: its matches, then, when no match is strong, its
+  low-confidence guesses (rank.answer_ids). This is the headline figure.
+- strict (--strict): its matches only; "not recognised" is a miss (how issue 6 scored).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+from explain_sets import DATA, answer, cases  # noqa: E402  (the tests' loader: one way to read a set)
+
+SETS = {
+    "unseen (blind, issue 17)": DATA / "explain_unseen/cases.toml",
+    "fresh (final unseen check, issue 17)": DATA / "explain_fresh/cases.toml",
+    "heldout (issue 6, tuned on since)": DATA / "explain_heldout/cases.toml",
+    "dev (tuning set, issue 17)": DATA / "explain_dev/cases.toml",
+    "corpus (in-sample)": DATA / "explain_corpus",
+}
+
+
+def score(cs: list, strict: bool = False) -> dict:
+    per: dict = {}
+    misses = []
+    top1 = top3 = 0
+    for c in cs:
+        ids = answer(c["text"], strict)
+        hit1, hit3 = ids[:1] == [c["id"]], c["id"] in ids[:3]
+        top1 += hit1
+        top3 += hit3
+        p = per.setdefault(c["id"], [0, 0, 0])
+        p[0] += 1
+        p[1] += hit1
+        p[2] += hit3
+        if not hit1:
+            misses.append((c["id"], ids[:3], c.get("url", "")))
+    return {"n": len(cs), "top1": top1, "top3": top3, "per": per, "misses": misses}
+
+
+def pct(a: int, n: int) -> str:
+    return f"{a}/{n} = {100.0 * a / n:.1f}%" if n else "0/0"
+
+
+def markdown(r: dict) -> str:
+    lines = ["| id | cases | top-1 | top-3 |", "|---|---|---|---|"]
+    lines += [f"| {i} | {n} | {a} | {b} |" for i, (n, a, b) in sorted(r["per"].items())]
+    lines += ["", "| expected | got (top-3) | thread |", "|---|---|---|"]
+    lines += [f"| {e} | {', '.join(g) or '(nothing)'} | {u} |" for e, g, u in r["misses"]]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("paths", nargs="*", type=Path)
+    ap.add_argument("--misses", action="store_true", help="list every case not right at top-1")
+    ap.add_argument("--markdown", action="store_true", help="per-id table and misses as markdown")
+    ap.add_argument("--strict", action="store_true", help="score the matches only (no low-confidence guesses)")
+    a = ap.parse_args()
+    sets = {str(p): p for p in a.paths} or {k: v for k, v in SETS.items() if v.exists()}
+    for name, path in sets.items():
+        r = score(cases(path), a.strict)
+        kind = "strict" if a.strict else "answer"
+        print(f"{name} [{kind}]: top-1 {pct(r['top1'], r['n'])}, top-3 {pct(r['top3'], r['n'])}")
+        if a.markdown:
+            print(markdown(r))
+        elif a.misses:
+            for e, g, u in r["misses"]:
+                print(f"  miss: expected {e}, got {g or '(nothing)'}  {u}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
