@@ -1,4 +1,4 @@
-from cudadoctor.cli import main
+from cudadoctor.entry import main
 
 if __name__ == "__main__":
     main()

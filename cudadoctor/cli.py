@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
-import signal
 import sys
 
 import typer
@@ -103,27 +102,10 @@ def check_python_option(python) -> None:
         raise fail_usage(f"--python {python}: no executable file there")
 
 
-def _stop_on_signal(signum, frame) -> None:  # pragma: no cover - exercised by tests/faults
-    """Ctrl-C or SIGTERM: kill the children (they run in their own sessions and never get the signal),
-    then leave at once instead of waiting for worker threads that wait on them."""
-    from cudadoctor.system import proc
-
-    proc.kill_all()
-    try:
-        sys.stderr.write("cudadoctor: interrupted\n")
-        sys.stderr.flush()
-    except (OSError, ValueError):
-        pass
-    os._exit(128 + signum)
-
-
 def main() -> None:
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            if signal.getsignal(sig) is not signal.SIG_IGN:  # keep `nohup`/background-job semantics
-                signal.signal(sig, _stop_on_signal)
-        except (ValueError, OSError):  # not the main thread, or the signal cannot be caught here
-            pass
+    from cudadoctor.system import stop
+
+    stop.install()
     try:
         app(standalone_mode=True)
     except BrokenPipeError:

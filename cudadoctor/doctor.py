@@ -41,6 +41,16 @@ def node_name(env, hostname: str) -> str:
     return hostname
 
 
+def platform_line_of(plat) -> str:
+    """'Linux x86_64 · Ubuntu 24.04.3 LTS · docker container' from the platform fact."""
+    if plat is None or plat.value is None:
+        return f"{_platform.system()} {_platform.machine()}"
+    pv = plat.value
+    return f"{pv.system} {pv.machine}" + (f" · {pv.distro}" if pv.distro else "") + (
+        " · WSL2" if pv.is_wsl and pv.wsl_version == 2 else (" · WSL1" if pv.is_wsl else "")) + (
+        f" · {pv.container} container" if pv.container else "")
+
+
 def run_check(system: System, opts: Optional[facts.Options] = None, only: Iterable[str] = (),
               skip: Iterable[str] = (), strict: bool = False, given_facts: Optional[dict] = None,
               source: str = "live") -> Report:
@@ -59,14 +69,7 @@ def run_check(system: System, opts: Optional[facts.Options] = None, only: Iterab
     t = gathered.get("torch")
     target = (t.value.python if t is not None and t.value is not None and t.value.python else "") or (
         opts.python or system.own_python())
-    plat = gathered.get("platform")
-    if plat is not None and plat.value is not None:
-        pv = plat.value
-        platform_line = f"{pv.system} {pv.machine}" + (f" · {pv.distro}" if pv.distro else "") + (
-            " · WSL2" if pv.is_wsl and pv.wsl_version == 2 else (" · WSL1" if pv.is_wsl else "")) + (
-            f" · {pv.container} container" if pv.container else "")
-    else:
-        platform_line = f"{_platform.system()} {_platform.machine()}"
+    platform_line = platform_line_of(gathered.get("platform"))
     host = system.hostname()
     return Report(
         host=host,

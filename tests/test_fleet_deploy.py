@@ -150,51 +150,68 @@ def _exe(path: Path, text: str) -> Path:
     return path
 
 
-def _healthcheck(tmp_path, report: str, rc: int, mode: str = "healthcheck", reason: str = ""):
-    (tmp_path / "report.json").write_text(report)
+def _healthcheck(tmp_path, verdict: str, rc: int, mode: str = "healthcheck", reason: str = "",
+                 state: str = "IDLE+DRAIN", env: dict = None):
+    """Run the script with a fake `cudadoctor` that prints `verdict` (as `health --quiet` does) and exits rc,
+    and a fake scontrol that shows the node in `state` with drain `reason`."""
+    (tmp_path / "verdict.txt").write_text(verdict + "\n" if verdict else "")
     cd = _exe(tmp_path / "cudadoctor", f'#!/bin/sh\necho "$@" > "{tmp_path}/cd-args"\n'
-                                       f'cat "{tmp_path}/report.json"\nexit {rc}\n')
+                                       f'cat "{tmp_path}/verdict.txt"\nexit {rc}\n')
     log = tmp_path / "scontrol.log"
     sc = _exe(tmp_path / "scontrol", f'#!/bin/sh\necho "$@" >> "{log}"\n'
-                                     f'[ "$1" = show ] && echo "   State=IDLE+DRAIN ThreadsPerCore=1 Reason={reason}"\n'
+                                     f'[ "$1" = show ] && echo "   State={state} ThreadsPerCore=1 Reason={reason}"\n'
                                      'exit 0\n')
-    env = dict(os.environ, CUDADOCTOR=str(cd), SCONTROL=str(sc), CUDADOCTOR_STATE=str(tmp_path / "state"),
-               SLURMD_NODENAME="gpu7")
-    p = subprocess.run([str(HEALTHCHECK), mode], capture_output=True, text=True, timeout=60, env=env)
+    e = {k: v for k, v in os.environ.items() if k not in ("CUDADOCTOR_ARGS", "CUDADOCTOR_PROM")}
+    e.update(CUDADOCTOR=str(cd), SCONTROL=str(sc), CUDADOCTOR_STATE=str(tmp_path / "state"), SLURMD_NODENAME="gpu7")
+    e.update(env or {})
+    p = subprocess.run([str(HEALTHCHECK), mode], capture_output=True, text=True, timeout=60, env=e)
     calls = log.read_text().splitlines() if log.exists() else []
     return p, calls
 
 
-def _report(*failing: str) -> str:
-    fs = h200(env={"SLURMD_NODENAME": "gpu7"})
-    rep = json.loads(render_json(check(fs, only=["driver"]), {}))
-    for fid in failing:
-        rep["steps"][0]["findings"].append({"id": fid, "status": "fail", "summary": "x", "detail": "",
-                                            "fix": {"text": "y", "commands": [], "docs": ""}, "evidence": {},
-                                            "affects": ""})
-    return json.dumps(rep)
+def _args(tmp_path) -> list:
+    return (tmp_path / "cd-args").read_text().split()
 
 
-def test_healthcheck_drains_a_failing_node_with_the_finding_ids(tmp_path):
-    p, calls = _healthcheck(tmp_path, _report("driver.version-mismatch"), rc=1)
+def test_healthcheck_drains_an_unhealthy_node_with_the_verdict(tmp_path):
+    p, calls = _healthcheck(tmp_path, "unhealthy: health.xid 79 on GPU 1; driver.version-mismatch: x", rc=1)
     assert p.returncode == 1
-    assert calls == ["update NodeName=gpu7 State=DRAIN Reason=cudadoctor: driver.version-mismatch"]
-    assert (tmp_path / "cd-args").read_text().split() == ["check", "--json", "--only", "driver"]
-    assert json.loads((tmp_path / "state" / "report.json").read_text())["node"] == "gpu7"
+    assert calls == ["show node gpu7",
+                     "update NodeName=gpu7 State=DRAIN Reason=cudadoctor: health.xid 79 on GPU 1; driver.version-mismatch: x"]
+    assert _args(tmp_path) == ["health", "--quiet", "--save", str(tmp_path / "state" / "health.json")]
+
+
+def test_healthcheck_launches_kernels_only_on_a_node_without_jobs(tmp_path):
+    for state, launch in (("IDLE", True), ("IDLE+DRAIN", True), ("MIXED", False), ("ALLOCATED", False)):
+        d = tmp_path / state
+        d.mkdir()
+        p, _ = _healthcheck(d, "healthy: 8× NVIDIA H200", rc=0, state=state)
+        assert p.returncode == 0 and ("--no-launch" not in _args(d)) is launch, state
+    d = tmp_path / "prolog"
+    d.mkdir()
+    _healthcheck(d, "healthy: x", rc=0, mode="prolog", state="ALLOCATED")
+    assert "--no-launch" not in _args(d)  # the job's GPUs are free before it starts
+
+
+def test_healthcheck_passes_expectations_and_writes_prometheus(tmp_path):
+    prom = tmp_path / "cudadoctor.prom"
+    _healthcheck(tmp_path, "healthy: x", rc=0, env={"CUDADOCTOR_PROM": str(prom),
+                                                   "CUDADOCTOR_ARGS": "--expect-gpus 8 --expect-driver 580.159.04"})
+    assert _args(tmp_path)[4:] == ["--expect-gpus", "8", "--expect-driver", "580.159.04", "--prometheus", str(prom)]
 
 
 def test_healthcheck_resumes_only_nodes_it_drained(tmp_path):
-    p, calls = _healthcheck(tmp_path, _report(), rc=0, reason="cudadoctor: driver.none [root@2026-11-29T10:00:00]")
+    p, calls = _healthcheck(tmp_path, "healthy: x", rc=0, reason="cudadoctor: driver.none [root@2026-11-29T10:00:00]")
     assert p.returncode == 0 and calls == ["show node gpu7", "update NodeName=gpu7 State=RESUME"]
     other = tmp_path / "other"
     other.mkdir()
-    p, calls = _healthcheck(other, _report(), rc=0, reason="bad DIMM [admin@2026-11-29T10:00:00]")
+    p, calls = _healthcheck(other, "healthy: x", rc=0, reason="bad DIMM [admin@2026-11-29T10:00:00]")
     assert p.returncode == 0 and calls == ["show node gpu7"]
 
 
-def test_healthcheck_never_drains_for_its_own_crash_and_prolog_mode_only_exits(tmp_path):
-    p, calls = _healthcheck(tmp_path, "", rc=2)
-    assert p.returncode == 0 and calls == [] and "could not run" in p.stderr
+def test_healthcheck_never_drains_when_it_cannot_tell_and_prolog_mode_only_exits(tmp_path):
+    p, calls = _healthcheck(tmp_path, "cannot tell: health.nvml-unavailable: NVML could not be asked", rc=2)
+    assert p.returncode == 0 and calls == ["show node gpu7"] and "could not tell" in p.stderr
     (tmp_path / "scontrol.log").unlink(missing_ok=True)
-    p, calls = _healthcheck(tmp_path, _report("driver.none"), rc=1, mode="prolog")
-    assert p.returncode == 1 and calls == [] and "cudadoctor: driver.none" in p.stderr
+    p, calls = _healthcheck(tmp_path, "unhealthy: driver.none: no driver", rc=1, mode="prolog")
+    assert p.returncode == 1 and calls == [] and "cudadoctor: driver.none: no driver" in p.stderr

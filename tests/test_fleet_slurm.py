@@ -129,26 +129,26 @@ def _node_state(node: str) -> tuple:
 
 
 def test_healthcheck_program_drains_and_resumes_a_real_node(tmp_path):
-    """deploy/slurm/cudadoctor-healthcheck with the real scontrol: a failing check drains gpu3 with
-    the finding id as the reason; a passing one resumes it."""
+    """deploy/slurm/cudadoctor-healthcheck with the real scontrol and the real `cudadoctor health`: on this
+    GPU-less machine the node is unhealthy (driver.none) and gpu3 is drained with health's verdict as the
+    reason; a healthy verdict (a fake cudadoctor: there is no GPU here) resumes it."""
     _need_slurm()
     script = Path(__file__).resolve().parent.parent / "deploy" / "slurm" / "cudadoctor-healthcheck"
-    report = tmp_path / "report.json"
-    fake = _executable(tmp_path / "cudadoctor", f'#!/bin/sh\ncat "{report}"\nexit "$(cat {tmp_path}/rc)"\n')
-    env = dict(os.environ, CUDADOCTOR=str(fake), CUDADOCTOR_STATE=str(tmp_path / "state"), SLURMD_NODENAME="gpu3")
-    failing = {"tool": "cudadoctor", "steps": [{"id": "driver", "findings": [
-        {"id": "driver.version-mismatch", "status": "fail"}]}]}
+    real = _executable(tmp_path / "cudadoctor-real", f'#!/bin/sh\nexec "{sys.executable}" -m cudadoctor "$@"\n')
+    healthy = _executable(tmp_path / "cudadoctor-healthy", "#!/bin/sh\necho 'healthy: 1× NVIDIA H200'\nexit 0\n")
+    env = dict(os.environ, CUDADOCTOR_STATE=str(tmp_path / "state"), SLURMD_NODENAME="gpu3")
     try:
-        report.write_text(json.dumps(failing))
-        (tmp_path / "rc").write_text("1")
-        p = subprocess.run([str(script)], capture_output=True, text=True, timeout=60, env=env)
+        probe = subprocess.run([sys.executable, "-m", "cudadoctor", "health", "--quiet"], capture_output=True,
+                               text=True, timeout=120)
+        if probe.returncode != 1:
+            pytest.skip(f"this machine is not an unhealthy GPU node for health ({probe.stdout.strip()})")
+        p = subprocess.run([str(script)], capture_output=True, text=True, timeout=60, env=dict(env, CUDADOCTOR=str(real)))
         assert p.returncode == 1, p.stderr
         state, reason = _node_state("gpu3")
         # "drng": draining while another job still runs there
-        assert state.startswith(("drain", "drng")) and reason == "cudadoctor: driver.version-mismatch", (state, reason)
-        report.write_text(json.dumps({"tool": "cudadoctor", "steps": []}))
-        (tmp_path / "rc").write_text("0")
-        p = subprocess.run([str(script)], capture_output=True, text=True, timeout=60, env=env)
+        assert state.startswith(("drain", "drng")) and reason.startswith("cudadoctor: driver."), (state, reason)
+        assert json.loads((tmp_path / "state" / "health.json").read_text())["command"] == "health"
+        p = subprocess.run([str(script)], capture_output=True, text=True, timeout=60, env=dict(env, CUDADOCTOR=str(healthy)))
         assert p.returncode == 0 and "resumed" in p.stderr, p.stderr
         state, _ = _node_state("gpu3")
         assert not state.startswith(("drain", "drng")), state  # resumed ("idle*" until slurmd re-registers)

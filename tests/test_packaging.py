@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -48,3 +49,25 @@ def test_installed_wheel_finds_its_data(wheel, tmp_path):
     lines = p.stdout.split()
     assert lines[0].startswith(str(target)) and lines[1].startswith(str(target))
     assert lines[-1] == "Hopper"
+
+
+@pytest.mark.slow
+def test_installed_wheel_runs_health_and_its_launch_child(wheel, tmp_path):
+    """As on the GPU machine (pip install --target /tmp/site, PYTHONPATH): `python -m cudadoctor health`
+    dispatches without typer, and the launch child, started `-I -S` (no PYTHONPATH, no site), still finds
+    cudadoctor's driver-API binding next to itself and the PTX in the wheel's data."""
+    assert "cudadoctor/_data/probe_kernels/health.ptx" in zipfile.ZipFile(wheel).namelist()
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target), str(wheel)],
+                   check=True, capture_output=True, timeout=300)
+    env = dict(os.environ, PYTHONPATH=str(target))
+    p = subprocess.run([sys.executable, "-m", "cudadoctor", "health", "--quiet"], capture_output=True, text=True,
+                       env=env, cwd=str(tmp_path), timeout=120)
+    assert p.returncode in (0, 1, 2) and p.stdout.split(":")[0] in ("healthy", "unhealthy", "cannot tell"), p.stderr
+    code = "from cudadoctor.facts.health_launch import launch_argv; import json, sys; print(json.dumps(launch_argv(sys.executable)))"
+    argv = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                                     cwd=str(tmp_path), timeout=60).stdout)
+    assert argv[3].startswith(str(target)) and argv[4].startswith(str(target)) and argv[4].endswith("health.ptx")
+    child = subprocess.run(argv, capture_output=True, text=True, timeout=60,
+                           env={"LD_LIBRARY_PATH": str(tmp_path / "nothing")})
+    assert '"stage": "init"' in child.stdout and "Traceback" not in child.stderr, child.stderr

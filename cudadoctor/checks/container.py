@@ -7,15 +7,20 @@ from cudadoctor.checks.holders import holders_fix, is_full, memory_line, others_
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.model import Finding, Fix, Status
 
-#: Xid codes that mean the hardware or its memory needs attention (NVIDIA "Xid Errors" guide)
-XID_SEVERE = {48: "double-bit ECC error", 63: "ECC page retirement/row remapping event",
-              64: "ECC page retirement/row remapping failure", 74: "NVLink error", 79: "GPU has fallen off the bus",
-              92: "high single-bit ECC error rate", 94: "contained ECC error", 95: "uncontained ECC error",
-              119: "GSP RPC timeout", 120: "GSP error", 140: "unrecovered ECC error"}
 DOCS_XID = "https://docs.nvidia.com/deploy/xid-errors/index.html"
 DOCS_FM = "https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html"
 DOCS_PROF = "https://developer.nvidia.com/nvidia-development-tools-solutions-err_nvgpuctrperm-permission-issue-performance-counters"
 FABRIC = {0: "not supported", 1: "not started", 2: "in progress", 3: "completed"}
+
+
+def _needs_attention(events) -> list:
+    """(catalogue row, event) for the events the Xid catalogue does not call informational."""
+    if not events:
+        return []
+    from cudadoctor.matrix.xid import catalogue
+
+    cat = catalogue()
+    return [(x, e) for x, e in ((cat.get(e.code), e) for e in events) if x.severity != "info"]
 
 
 @step("container", "container and device health", order=110,
@@ -139,21 +144,24 @@ def check_container(ctx: Context) -> Outcome:
             "health.mps", Status.OK,
             f"CUDA MPS is {'running' if c.mps_daemon else 'set up'} (pipe {c.mps_pipe_dir}): CUDA programs share "
             "the GPU through it", evidence={"pipe": c.mps_pipe_dir, "daemon": c.mps_daemon}))
-    # Xid
+    # Xid, judged with the Xid catalogue (matrix/xid.toml) as `cudadoctor health` does
     if c is not None:
-        severe = [x for x in c.xid_events if x.code in XID_SEVERE]
+        severe = _needs_attention(c.xid_events)
         if severe:
-            x = severe[-1]
+            fail = [(x, e) for x, e in severe if x.severity == "fail"]
+            x, e = (fail or severe)[-1]
             findings.append(Finding(
-                "health.xid", Status.FAIL if x.code in (48, 79, 95, 64, 140) else Status.WARN,
-                f"Xid {x.code} on {x.pci}: {XID_SEVERE[x.code]} ({len(severe)} serious Xid event(s) in the kernel log)",
-                fix=Fix("Look up the Xid and follow its action (reset, reboot, or service).",
-                        ("sudo dmesg | grep -i xid", "nvidia-smi -q"), DOCS_XID),
-                evidence={f"Xid {e.code} {e.pci}": e.text for e in severe[-5:]}))
+                "health.xid", Status.FAIL if fail else Status.WARN,
+                f"Xid {x.code} on {e.pci}: {x.meaning} ({len(severe)} Xid event(s) in the kernel log need attention)",
+                detail=f"{x.title}, origin: {x.origin}; NVIDIA's action: {x.action.name}. `cudadoctor health` "
+                       "judges every event per GPU.",
+                fix=Fix(x.action.text, x.action.commands_for() + ("sudo dmesg -T | grep -i xid | tail -20",),
+                        x.sources[0] if x.sources else DOCS_XID),
+                evidence={f"Xid {ev.code} {ev.pci}": ev.text for _, ev in severe[-5:]}))
         elif c.xid_events:
             findings.append(Finding(
                 "health.xid-app", Status.OK,
-                f"{len(c.xid_events)} Xid event(s) in the kernel log, none of them a hardware fault",
+                f"{len(c.xid_events)} Xid event(s) in the kernel log, none needing action on the node (Xid catalogue)",
                 evidence={f"Xid {e.code} {e.pci}": e.text for e in c.xid_events[-5:]}))
         elif c.xid_error:
             findings.append(Finding("health.xid-unreadable", Status.SKIP,

@@ -225,7 +225,9 @@ def _from_text(match, out: Personal, m) -> None:
     if "status" in c:
         out.notes.append(f"status: {c['status'].upper()}")
     if "xid" in c:
-        out.notes.append(f"Xid {c['xid']} in the log")
+        from cudadoctor.explain import xid
+
+        out.notes.extend(xid.notes(match) or [f"Xid {c['xid']} in the log"])
     if "compiled" in c and "runtime" in c:
         out.notes.append(f"torch expects cuDNN {c['compiled']}, found {c['runtime']}")
     if "request" in c:

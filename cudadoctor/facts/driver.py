@@ -140,22 +140,36 @@ def gather_nvidia_smi(system: System, opts: Options, deps: dict) -> Fact:
     return Fact.found(info, f"{smi}; {' '.join(argv_csv)}", plain.elapsed_s)
 
 
-@gatherer("nvml", value_type=NvmlInfo)
-def gather_nvml(system: System, opts: Options, deps: dict) -> Fact:
-    """NVML through nvidia-ml-py, in a child process with a timeout."""
-    argv = [system.own_python(), "-m", "cudadoctor.system.nvml_probe"]
-    src = "NVML (nvidia-ml-py)"
-    res = system.run(argv, opts.timeout_nvml)
+NVML_SOURCE = "NVML (nvidia-ml-py)"
+
+
+def nvml_child(system: System, opts: Options, module: str) -> tuple:
+    """Run an NVML child (`python -m MODULE`, printing one JSON object) with the NVML timeout:
+    (its object, None, seconds), or (None, the TIMEOUT or FAILED fact saying why, seconds)."""
+    src = NVML_SOURCE
+    res = system.run([system.own_python(), "-m", module], opts.timeout_nvml)
     if res.timed_out:
-        return Fact.timeout(src, f"NVML gave no answer within {res.timeout_s:g} s (killed)")
+        return None, Fact.timeout(src, f"NVML gave no answer within {res.timeout_s:g} s (killed)"), res.elapsed_s
     if not res.ok:
-        return Fact.failed(src, res.describe() + (": " + res.output[-400:] if res.output else ""))
+        return None, Fact.failed(src, res.describe() + (": " + res.output[-400:] if res.output else "")), res.elapsed_s
     try:
         raw = json.loads(res.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
-        return Fact.failed(src, "the NVML probe printed no JSON: " + res.output[-300:])
+        return None, Fact.failed(src, "the NVML child printed no JSON: " + res.output[-300:]), res.elapsed_s
+    if not isinstance(raw, dict):
+        return None, Fact.failed(src, "the NVML child printed JSON that is not an object"), res.elapsed_s
     if raw.get("error") == "import-failed":
-        return Fact.failed(src, "nvidia-ml-py is not importable: " + raw.get("message", ""))
+        return None, Fact.failed(src, "nvidia-ml-py is not importable: " + str(raw.get("message", ""))), res.elapsed_s
+    return raw, None, res.elapsed_s
+
+
+@gatherer("nvml", value_type=NvmlInfo)
+def gather_nvml(system: System, opts: Options, deps: dict) -> Fact:
+    """NVML through nvidia-ml-py, in a child process with a timeout."""
+    src = NVML_SOURCE
+    raw, failed, elapsed = nvml_child(system, opts, "cudadoctor.system.nvml_probe")
+    if failed is not None:
+        return failed
     if raw.get("error"):
         info = NvmlInfo(error=raw["error"])
         return Fact.failed(src, f"{raw['error']}: {raw.get('message', '')}", value=info)
@@ -163,7 +177,7 @@ def gather_nvml(system: System, opts: Options, deps: dict) -> Fact:
     info = NvmlInfo(driver_version=raw.get("driver_version", ""), nvml_version=raw.get("nvml_version", ""),
                     cuda_driver_version=raw.get("cuda_driver_version", ""),
                     device_count=raw.get("device_count", 0), gpus=[g for g in gpus if isinstance(g, NvmlGpu)])
-    return Fact.found(info, src, res.elapsed_s)
+    return Fact.found(info, src, elapsed)
 
 
 @gatherer("kernel_module", value_type=KernelModuleInfo)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from cudadoctor.compat import Arch, parse_arch, ptx_jits_on, sass_runs_on
+from cudadoctor.system.files import atomic_write
 
 CACHE_SUBDIR = "probes"
 NVCC_TIMEOUT = 180.0
@@ -162,23 +163,6 @@ def cache_key(source: bytes, identity: str, flags: list) -> str:
     h.update(b"\0" + identity.encode() + b"\0")
     h.update(json.dumps(list(flags)).encode())
     return h.hexdigest()[:40]
-
-
-def atomic_write(path: str, data: bytes) -> None:
-    """Write to a temporary file next to `path`, then os.replace: readers see all or nothing."""
-    d = os.path.dirname(path)
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=d)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 # ---------------------------------------------------------------- compilers

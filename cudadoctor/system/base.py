@@ -20,6 +20,16 @@ class System:
             input_bytes: Optional[bytes] = None, cwd: Optional[str] = None) -> ProcResult:
         raise NotImplementedError
 
+    def start(self, argv: Sequence[str], env: Optional[Mapping[str, str]] = None) -> object:
+        """Start `argv` now and return a handle at once; `wait(handle, timeout)` gives its ProcResult, the
+        timeout counting from the start. Lets a caller start its longest child before its own slow work
+        (health's kernel launch before its imports). This default defers the run to `wait`."""
+        return (tuple(argv), env)
+
+    def wait(self, handle: object, timeout: float) -> ProcResult:
+        argv, env = handle
+        return self.run(argv, timeout, env=env)
+
     def which(self, name: str, path: Optional[str] = None) -> Optional[str]:
         found = self.which_all(name, path)
         return found[0] if found else None

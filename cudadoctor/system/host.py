@@ -23,6 +23,12 @@ class HostSystem(System):
             input_bytes: Optional[bytes] = None, cwd: Optional[str] = None) -> proc.ProcResult:
         return proc.run(argv, timeout, env=proc.child_env(self.env, env), input_bytes=input_bytes, cwd=cwd)
 
+    def start(self, argv: Sequence[str], env: Optional[Mapping[str, str]] = None) -> proc.Started:
+        return proc.start(argv, proc.child_env(self.env, env))
+
+    def wait(self, handle: object, timeout: float) -> proc.ProcResult:
+        return proc.finish(handle, timeout)
+
     def run_lines(self, argv: Sequence[str], timeout: float, on_line: Callable[[str], None],
                   env: Optional[Mapping[str, str]] = None) -> proc.ProcResult:
         return proc.run_lines(argv, timeout, on_line, env=proc.child_env(self.env, env))

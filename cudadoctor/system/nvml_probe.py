@@ -7,6 +7,7 @@ it at its timeout). Every field is asked separately: one unsupported query never
 
 from __future__ import annotations
 
+import ctypes
 import json
 import sys
 
@@ -89,7 +90,7 @@ def main() -> int:
         ask("remapped_rows_failure", lambda h: bool(N.nvmlDeviceGetRemappedRows(h)[3]), h, target=g)
         ask("processes", N.nvmlDeviceGetComputeRunningProcesses, h, target=g,
             conv=lambda ps: [{"pid": p.pid, "used_mib": (p.usedGpuMemory or 0) // (1 << 20)} for p in ps])
-        ask("fabric_state", lambda h: N.nvmlDeviceGetGpuFabricInfo(h).state, h, target=g)
+        ask("fabric_state", lambda h: fabric_info(N, h)["state"], h, target=g)
         if g.get("mig_mode"):
             g["mig_devices"] = _mig_devices(N, h)
         out["gpus"].append(g)
@@ -101,6 +102,25 @@ def main() -> int:
         pass
     print(json.dumps(out))
     return 0
+
+
+def fabric_info(N, h) -> dict:
+    """nvmlDeviceGetGpuFabricInfo[V] fill a struct the caller passes (nvidia-ml-py has no one-argument
+    form): V (with the health mask) where the binding and driver have it, else the first version."""
+    v2 = getattr(N, "c_nvmlGpuFabricInfo_v2_t", None)
+    if v2 is not None and hasattr(N, "nvmlDeviceGetGpuFabricInfoV"):
+        info = v2()
+        try:
+            N.nvmlDeviceGetGpuFabricInfoV(h, ctypes.byref(info))
+            return {"state": int(info.state), "status": int(info.status), "health_mask": int(info.healthMask)}
+        except N.NVMLError as e:
+            # an older driver: no V entry point, or a struct version it does not know
+            if getattr(e, "value", None) not in (N.NVML_ERROR_FUNCTION_NOT_FOUND,
+                                                 getattr(N, "NVML_ERROR_ARGUMENT_VERSION_MISMATCH", 25)):
+                raise
+    info = N.c_nvmlGpuFabricInfo_t()
+    N.nvmlDeviceGetGpuFabricInfo(h, ctypes.byref(info))
+    return {"state": int(info.state), "status": int(info.status)}
 
 
 def _mig_devices(N, h) -> list:

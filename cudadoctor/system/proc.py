@@ -148,13 +148,33 @@ def run(
     input_bytes: Optional[bytes] = None,
     cap: int = OUTPUT_CAP,
 ) -> ProcResult:
-    out: list = []
-    trunc = [False]
-    res = _run(argv, timeout, env, cwd, input_bytes, cap, trunc,
-               lambda p: threading.Thread(target=_drain, args=(p.stdout, out, cap, trunc), daemon=True))
+    return finish(start(argv, env, cwd, input_bytes, cap), timeout)
+
+
+@dataclass
+class Started:
+    """A child started by `start`, to be waited for by `finish` (its timeout counts from the start)."""
+
+    live: object  # _Live, or the ProcResult of a child that could not start
+    out: list = field(default_factory=list)
+    trunc: list = field(default_factory=lambda: [False])
+
+
+def start(argv: Sequence[str], env: Optional[Mapping[str, str]] = None, cwd: Optional[str] = None,
+          input_bytes: Optional[bytes] = None, cap: int = OUTPUT_CAP) -> Started:
+    """Start `argv` now and return at once: the caller does other work while it runs, then `finish`."""
+    s = Started(None)
+    s.live = _start(argv, env, cwd, input_bytes, cap, s.trunc,
+                    lambda p: threading.Thread(target=_drain, args=(p.stdout, s.out, cap, s.trunc), daemon=True))
+    return s
+
+
+def finish(s: Started, timeout: float) -> ProcResult:
+    """Wait for a started child until `timeout` seconds after its start, then kill its group."""
+    res = _finish(s.live, timeout)
     if res.started:
-        res = dataclasses.replace(res, stdout=b"".join(list(out)).decode("utf-8", errors="replace"),
-                                  truncated=trunc[0])
+        res = dataclasses.replace(res, stdout=b"".join(list(s.out)).decode("utf-8", errors="replace"),
+                                  truncated=s.trunc[0])
     return res
 
 
@@ -178,12 +198,22 @@ def run_lines(
 
         return threading.Thread(target=pump, daemon=True)
 
-    return _run(argv, timeout, env, None, None, cap, [False], pump_of)
+    return _finish(_start(argv, env, None, None, cap, [False], pump_of), timeout)
 
 
-def _run(argv, timeout, env, cwd, input_bytes, cap, trunc, stdout_reader) -> ProcResult:
-    """Start `argv` in its own session, read stdout with `stdout_reader(p)` and stderr into the result,
-    wait at most `timeout`, then kill the group. The result's stdout is left to the caller."""
+@dataclass
+class _Live:
+    argv: tuple
+    t0: float
+    p: subprocess.Popen
+    threads: list
+    err: list
+    trunc: list
+
+
+def _start(argv, env, cwd, input_bytes, cap, trunc, stdout_reader):
+    """Start `argv` in its own session, reading stdout with `stdout_reader(p)` and stderr: a _Live, or the
+    ProcResult of a child that could not start."""
     argv = tuple(str(a) for a in argv)
     t0 = time.monotonic()
     if _STOPPING.is_set():
@@ -215,10 +245,18 @@ def _run(argv, timeout, env, cwd, input_bytes, cap, trunc, stdout_reader) -> Pro
     if input_bytes is not None:
         # in a thread: a child that never reads its stdin must not block the write past the timeout
         threading.Thread(target=_feed, args=(p.stdin, input_bytes), daemon=True).start()
+    return _Live(argv, t0, p, threads, err, trunc)
 
+
+def _finish(live, timeout: float) -> ProcResult:
+    """Wait for `live` at most until `timeout` seconds after its start, then kill the group. The result's
+    stdout is left to the caller."""
+    if isinstance(live, ProcResult):
+        return live
+    argv, t0, p, threads, err, trunc = live.argv, live.t0, live.p, live.threads, live.err, live.trunc
     timed_out = False
     try:
-        rc = p.wait(timeout=timeout)
+        rc = p.wait(timeout=max(0.0, timeout - (time.monotonic() - t0)))
     except subprocess.TimeoutExpired:
         timed_out = True
         _kill_group(p)

@@ -84,7 +84,9 @@ class FakeSystem(System):
         if cmd.hang:
             if self.hang_sleep:
                 time.sleep(min(self.hang_sleep, timeout))
-            return ProcResult(argv, timed_out=True, timeout_s=timeout, elapsed_s=timeout)
+            # what it printed before it hung survives, as with proc.run
+            return ProcResult(argv, stdout=cmd.stdout, stderr=cmd.stderr, timed_out=True, timeout_s=timeout,
+                              elapsed_s=timeout)
         if cmd.delay:
             time.sleep(cmd.delay)
         return ProcResult(argv, returncode=cmd.returncode, stdout=cmd.stdout, stderr=cmd.stderr,
