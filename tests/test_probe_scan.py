@@ -261,3 +261,18 @@ def test_nvidia_libraries_are_not_judged_by_their_embedded_fatbin():
     assert bad.affects == "myext" and "libcufft" not in bad.detail
     only_vendor = check_probe_scan(_ctx(ScanInfo(python="/p", site_packages=[SP], files=[cufft])))
     assert _ids(only_vendor) == {"probe.scan.ok": Status.OK}
+
+
+def test_the_drivers_own_libraries_are_not_judged_by_their_embedded_fatbin():
+    # Seen on the 2x H200 (2026-11-30): LD_LIBRARY_PATH=/usr/local/nvidia/lib64 is the driver's folder, and
+    # libnvoptix.so.580.159.04 there has one module of sm_75/sm_80 SASS among 35; judged by the rule it was
+    # a false "no kernel image" whose fix dropped the driver folder from LD_LIBRARY_PATH.
+    drv = "/usr/local/nvidia/lib64"
+    optix = ScanFile(f"{drv}/libnvoptix.so.580.159.04", "", "elf", ["sm_75", "sm_80"], [])
+    other = ScanFile(f"{drv}/libsomething.so.580.159.04", "", "elf", ["sm_75"], [])
+    mine = ScanFile("/home/u/lib/libmine.so.1", "", "elf", ["sm_80"], [])
+    out = check_probe_scan(_ctx(ScanInfo(python="/p", site_packages=[SP], files=[optix, other])))
+    assert _ids(out) == {"probe.scan.ok": Status.OK}
+    out = check_probe_scan(_ctx(ScanInfo(python="/p", site_packages=[SP], files=[optix, mine])))
+    bad = next(f for f in out.findings if f.id == "probe.scan.no-kernel-image")
+    assert "libmine" in bad.detail and "libnvoptix" not in bad.detail

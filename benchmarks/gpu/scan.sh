@@ -46,6 +46,11 @@ std::string run(torch::Tensor x) {
 }
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("run", &run); }
 EOF
+# a pyproject.toml makes pip build the editable install through PEP 660 (setuptools' build_editable, the .so
+# built in place in the source tree); without one, pip falls back to `setup.py develop`, which newer
+# setuptools re-runs as a pip install with build isolation: it then needs the network (seen 2026-11-30)
+printf '[build-system]\nrequires = ["setuptools>=64", "torch"]\nbuild-backend = "setuptools.build_meta"\n' \
+    > "$EXT/pyproject.toml"
 cat > "$EXT/setup.py" <<'EOF'
 from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CUDAExtension

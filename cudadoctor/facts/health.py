@@ -37,6 +37,12 @@ MAX_PROCS = 4000
 DEFAULT_TIMEOUT = 20.0
 
 
+def launch_done(out: bytes) -> bool:
+    """The launch child's stdout holds its final, whole "done" record."""
+    i = out.rfind(LAUNCH_MARK.encode())
+    return i >= 0 and b'"stage": "done"' in out[i:] and out.endswith(b"\n")
+
+
 def launch_timeout(opts: Options) -> float:
     return float(opts.extra.get("launch_timeout", DEFAULT_TIMEOUT))
 
@@ -49,7 +55,8 @@ def gather_launch(system: System, opts: Options, deps: dict) -> Fact:
     src = "driver API (libcuda.so.1): probes/health_launch.py"
     # started already by the command when it could (opts.extra["launch_handle"]), else now
     handle = opts.extra.get("launch_handle") or system.start(launch_argv(system.own_python()))
-    res = system.wait(handle, launch_timeout(opts))
+    # the answer is complete at the child's "done" record: its exit (the contexts' release) is not waited for
+    res = system.wait(handle, launch_timeout(opts), until=launch_done)
     if not res.started:
         return Fact.failed(src, res.describe())
     recs = parse_marked(res.stdout, LAUNCH_MARK, key="stage")

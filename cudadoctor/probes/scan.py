@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Optional
@@ -288,12 +289,23 @@ VENDOR = "nvidia-library"
 VENDOR_PREFIXES = ("libcufft", "libcublas", "libcudnn", "libcusparse", "libcusolver", "libcurand", "libnccl",
                    "libnvjitlink", "libcufile", "libcupti", "libnvrtc", "libnpp", "libnvjpeg", "libcudart",
                    "libnvshmem", "libcutensor", "libnvblas", "libcudss", "libnvperf", "libcheckpoint",
-                   "libnvtx", "libcuda.", "libnvidia-")
+                   "libnvtx", "libcuda.", "libnvidia-", "libnvoptix", "libnvcuvid", "libnvinfer",
+                   "libnvtoolsext", "libnvonnxparser")
+
+
+# The NVIDIA driver's own user-space libraries carry the driver's version in their file name
+# (libnvoptix.so.580.159.04, libnvidia-ml.so.580.159.04, libcuda.so.580.159.04): part of the driver, they
+# pick their kernels per GPU at run time. libnvoptix.so.580.159.04 in the H200's driver folder
+# (LD_LIBRARY_PATH=/usr/local/nvidia/lib64) has 35 modules, one of them only sm_75/sm_80 SASS: judged by
+# the rule alone it was a false "no kernel image" on a healthy machine (seen 2026-11-30), and the fix would
+# have taken the driver's folder off LD_LIBRARY_PATH.
+_DRIVER_VERSIONED = re.compile(r"\.so\.\d{3}\.\d{1,3}(\.\d{1,3})?$")
 
 
 def is_vendor_library(path: str, package: str = "") -> bool:
     base = path.rsplit("/", 1)[-1].lower()
-    return package == "nvidia" or "/site-packages/nvidia/" in path or base.startswith(VENDOR_PREFIXES)
+    return (package == "nvidia" or "/site-packages/nvidia/" in path or base.startswith(VENDOR_PREFIXES)
+            or bool(_DRIVER_VERSIONED.search(base)))
 
 
 def judge(info: ScanInfo, cc: tuple, driver_cuda: Optional[str] = None) -> list:

@@ -26,7 +26,9 @@ class System:
         (health's kernel launch before its imports). This default defers the run to `wait`."""
         return (tuple(argv), env)
 
-    def wait(self, handle: object, timeout: float) -> ProcResult:
+    def wait(self, handle: object, timeout: float, until: Optional[Callable[[bytes], bool]] = None) -> ProcResult:
+        """`until(stdout so far)`: stop waiting once it holds (the child has reported all it will; see
+        proc.finish). This default waits for the end."""
         argv, env = handle
         return self.run(argv, timeout, env=env)
 

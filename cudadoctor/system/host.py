@@ -26,8 +26,8 @@ class HostSystem(System):
     def start(self, argv: Sequence[str], env: Optional[Mapping[str, str]] = None) -> proc.Started:
         return proc.start(argv, proc.child_env(self.env, env))
 
-    def wait(self, handle: object, timeout: float) -> proc.ProcResult:
-        return proc.finish(handle, timeout)
+    def wait(self, handle: object, timeout: float, until: Optional[Callable[[bytes], bool]] = None) -> proc.ProcResult:
+        return proc.finish(handle, timeout, until)
 
     def run_lines(self, argv: Sequence[str], timeout: float, on_line: Callable[[str], None],
                   env: Optional[Mapping[str, str]] = None) -> proc.ProcResult:
