@@ -16,7 +16,9 @@ from cudadoctor.model import FactState, Finding, Fix, Status
 DOCS_TOPO = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting/gpu_troubleshooting.html"
 DOCS_ACS = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troubleshooting.html#pci-access-control-services-acs"
 DOCS_ORDER = "https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#env-vars"
-FACTS = ("gpu_links", "gpu_peers", "host_links", "gpu_expect", "nccl", "nvidia_smi", "nvml")
+# Not "nccl": the NVLink counters the collective samples are read when the nccl step ran (its fact is then
+# gathered); asking for it here would run the collective under `check --skip nccl` too.
+FACTS = ("gpu_links", "gpu_peers", "host_links", "gpu_expect", "nvidia_smi", "nvml")
 UNSUPPORTED_P2P = (1, 2, 3)  # NVML: chipset / GPU / topology not supported: nothing to fix
 #: NVLink counters judged when they rise while the collective runs (a snapshot alone is not a fault:
 #: CRC counters of 3-48 were seen on every link of the healthy H200 machine)
