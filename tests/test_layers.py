@@ -68,12 +68,3 @@ def test_no_import_cycle_between_two_modules():
                    if a < b and a in graph.get(b, set()))
     assert not pairs, f"modules that import each other: {pairs}"
 
-
-def test_skipping_the_nccl_step_runs_no_collective():
-    # `check --skip nccl` (README, Between GPUs) must not gather the nccl fact through another step: on the
-    # 2x H200 the topology step asked for it, and a skipped nccl step still cost its 6.5 s collective.
-    from cudadoctor.checks import registry as checks
-
-    assert "nccl" in checks.needed_facts(checks.ordered())
-    assert "nccl" not in checks.needed_facts(checks.ordered(skip=["nccl"]))
-    assert "nccl" not in checks.needed_facts(checks.ordered(only=["topology"]))

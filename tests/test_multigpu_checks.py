@@ -348,3 +348,13 @@ def test_a_libnccl_shadowed_through_ld_library_path_is_a_cause():
     f = next(x for x in res.findings if x.id == "nccl.slow")
     assert "libnccl comes from LD_LIBRARY_PATH entry /opt/nccl-2.18/lib" in f.fix.text
     assert "export LD_LIBRARY_PATH=/usr/local/nvidia/lib64" in f.fix.commands
+
+
+def test_skipping_the_nccl_step_runs_no_collective():
+    # `check --skip nccl` (README, Between GPUs) must not gather the nccl fact through another step: on the
+    # 2x H200 the topology step asked for it, and a skipped nccl step still cost its 6.5 s collective.
+    from cudadoctor.checks import registry as checks
+
+    assert "nccl" in checks.needed_facts(checks.ordered())
+    assert "nccl" not in checks.needed_facts(checks.ordered(skip=["nccl"]))
+    assert "nccl" not in checks.needed_facts(checks.ordered(only=["topology"]))
