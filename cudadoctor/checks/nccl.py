@@ -183,6 +183,11 @@ def rank_words(ctx: Context, run, r) -> str:
     return f"rank {r.rank}" + (f" on {where}" if where else "")
 
 
+def _gbps(x: float) -> str:
+    """260.1, 2.69, 0.0312: a tenth of a GB/s where that is noise-level, three figures below 10."""
+    return f"{x:.1f}" if x >= 10 else f"{x:.3g}"
+
+
 def run_evidence(run, exp_text: str = "") -> dict:
     ev = {"ranks": run.world, "NCCL": run.nccl_version, "torch": run.torch, "transports": ", ".join(run.transports),
           "network": run.network, "NCCL read": run.env_read, "log settings cudadoctor used": run.log_env}
@@ -206,7 +211,7 @@ def speed_finding(ctx: Context, run, env: dict):
     pair, exp = slowest(plist, links, buses) if links is not None else (None, None)
     kinds = run.transport_kinds
     via = ", ".join(TRANSPORT_WORDS.get(k, k) for k in kinds) or "an unknown transport"
-    got = f"busbw {run.busbw:g} GB/s at {(run.size_bytes or 0) >> 20} MiB"
+    got = f"busbw {_gbps(run.busbw)} GB/s at {(run.size_bytes or 0) >> 20} MiB"
     if exp is None:
         return Finding("nccl.ok", Status.OK, f"all-reduce over {run.world} GPUs: correct sum; {got} via {via}",
                        evidence=run_evidence(run))
