@@ -41,12 +41,13 @@ def _rows(summary) -> list:
 
 
 def render_console(summary, env, file=None) -> None:
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
+    from cudadoctor.render.common import wide_console
+
     out = file or sys.stdout
-    console = Console(file=out, highlight=False, soft_wrap=False, emoji=False)
+    console = wide_console(file=out, highlight=False, soft_wrap=False, emoji=False)  # whole rows in a pipe
     scrub = Redactor(env)
 
     def esc(text) -> str:

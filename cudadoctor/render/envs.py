@@ -133,14 +133,14 @@ def _problem_lines(r, verbose: bool) -> list:
 def render_console(rows, kernels, dv, res, exit_code: int, env, verbose: bool = False, strict: bool = False,
                    file=None) -> None:
     from rich import box
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
+    from cudadoctor.render.common import wide_console
+
     out = file or sys.stdout
-    console = Console(file=out, highlight=False, soft_wrap=False, emoji=False)
-    if not console.is_terminal:
-        console.width = max(console.width, 160)
+    # in a file or pipe, no wrapping: a fix command cut in two cannot be pasted
+    console = wide_console(file=out, highlight=False, soft_wrap=False, emoji=False)
     scrub = Redactor(env)
 
     def esc(text) -> str:
