@@ -42,6 +42,12 @@ COMPLETES = {"import": "import", "cuda": "cuda", "init": "init", "devices": "dev
 PROGRESS = ("python", "import", "cuda", "init", "devices", "cudnn", "op", "conv", "libs")
 
 
+def probe_done(out: bytes) -> bool:
+    """The probe's stdout ends with its whole "done" record (nothing it says after that matters)."""
+    i = out.rfind(MARK.encode())
+    return i >= 0 and out.endswith(b"\n") and b'"stage": "done"' in out[i:]
+
+
 def parse_stages(stdout: str) -> list:
     return parse_marked(stdout, MARK, key="stage")
 
@@ -190,7 +196,8 @@ def gather_torch(system: System, opts: Options, deps: dict) -> Fact:
     """Run the torch probe in the target interpreter."""
     py = target_python(system, opts)
     argv = [py, PROBE_SCRIPT] + ([] if opts.gpu_ops else ["--no-op"])
-    res = system.run(argv, timeout=opts.timeout_torch)
+    # the answer is whole at the "done" record: the child's exit (torch and CUDA torn down) is not waited for
+    res = system.wait(system.start(argv), opts.timeout_torch, until=probe_done)
     src = f"{py} {os.path.basename(PROBE_SCRIPT)}"
     if res.not_found:
         return Fact.failed(src, f"the target interpreter {py} does not exist")

@@ -341,8 +341,13 @@ def _reap(live) -> None:
     finally:
         with _LIVE_LOCK:
             _LIVE.discard(p)
-    for t in live.threads:
+    for t, stream in zip(live.threads, (p.stdout, p.stderr)):
         t.join(timeout=KILL_GRACE_S)
+        if not t.is_alive():  # (a reader still blocked holds the stream's lock: leave it, as _finish does)
+            try:
+                stream.close()
+            except OSError:
+                pass
 
 
 def _feed(stdin, data: bytes) -> None:
