@@ -276,3 +276,16 @@ def test_the_drivers_own_libraries_are_not_judged_by_their_embedded_fatbin():
     out = check_probe_scan(_ctx(ScanInfo(python="/p", site_packages=[SP], files=[optix, mine])))
     bad = next(f for f in out.findings if f.id == "probe.scan.no-kernel-image")
     assert "libmine" in bad.detail and "libnvoptix" not in bad.detail
+
+
+def test_scan_commands_ld_library_path_fix_keeps_the_other_folders():
+    # `cudadoctor scan` on the 2x H200 (2026-11-30) printed "fix: unset LD_LIBRARY_PATH" for a user's .so
+    # while LD_LIBRARY_PATH also held the driver's folder; check printed the right rewrite. Both now keep it.
+    from cudadoctor.commands.scan import fix_command
+
+    f = ScanFile("/home/u/lib/libmine.so", "libmine.so", "elf", ["sm_80"], [], origin="LD_LIBRARY_PATH",
+                 root="/home/u/lib")
+    env = {"LD_LIBRARY_PATH": "/usr/local/nvidia/lib64:/home/u/lib:/usr/local/nvidia/lib"}
+    assert fix_command(f, (9, 0), "/usr/bin/python3", env) == \
+        "export LD_LIBRARY_PATH=/usr/local/nvidia/lib64:/usr/local/nvidia/lib"
+    assert fix_command(f, (9, 0), "/usr/bin/python3", {"LD_LIBRARY_PATH": "/home/u/lib"}) == "unset LD_LIBRARY_PATH"

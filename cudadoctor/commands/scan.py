@@ -99,7 +99,7 @@ def register(app: typer.Typer) -> None:
                                    f"PTX {', '.join(f.ptx) or '-'}")
                         if target and (j.verdict in CANNOT_RUN or j.verdict == "ptx-jit"):
                             typer.echo(f"  {'':<17} {j.reason}")
-                            typer.echo(f"  {'':<17} fix: {fix_command(f, target, info.python or python)}")
+                            typer.echo(f"  {'':<17} fix: {fix_command(f, target, info.python or python, system.env)}")
             if not target and show_all:
                 for f in info.files:
                     typer.echo(f"  {f.path}: SASS {', '.join(f.sass) or '-'}; PTX {', '.join(f.ptx) or '-'}")
@@ -128,9 +128,12 @@ def file_json(f, j) -> dict:
     }
 
 
-def fix_command(f, cc: tuple, python: Optional[str]) -> str:
-    """The first command of the probe.scan finding's fix for this binary (the same words as `check`)."""
+def fix_command(f, cc: tuple, python: Optional[str], env=None) -> str:
+    """The first command of the probe.scan finding's fix for this binary (the same words as `check`).
+    `env`: the environment the scan ran in, so that a fix for LD_LIBRARY_PATH or LD_PRELOAD keeps their
+    other entries (an `unset LD_LIBRARY_PATH` would also drop the driver's folder)."""
     from cudadoctor.checks.probe_scan import rebuild_fix
 
-    fix = rebuild_fix(f, cc, python or "python", "")
+    env_vars = {k: env[k] for k in ("LD_LIBRARY_PATH", "LD_PRELOAD") if env and env.get(k) is not None}
+    fix = rebuild_fix(f, cc, python or "python", "", env_vars)
     return fix.commands[0] if fix.commands else fix.text
