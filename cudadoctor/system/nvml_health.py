@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import sys
 
-from cudadoctor.system.nvml_probe import _compute_mode, _err_name, _reasons, _s, fabric_info
+from cudadoctor.system.nvml_probe import _compute_mode, _err_name, _reasons, _s, fabric_info, import_failed, init_error
 
 
 def field_values(N, h, ids: dict) -> dict:
@@ -111,11 +111,9 @@ def _count_mig(N, h) -> int:
 
 def collect(N) -> dict:
     """Everything health asks NVML, as plain data. `N` is the pynvml module (a fake in tests)."""
-    try:
-        N.nvmlInit()
-    except Exception as e:  # noqa: BLE001 - e.g. the library cannot be loaded at all
-        return {"error": _err_name(N, e) if isinstance(e, N.NVMLError) else "NVML_ERROR_LIBRARY_NOT_FOUND",
-                "message": f"{type(e).__name__}: {e}"}
+    err = init_error(N)
+    if err:
+        return err
     out: dict = {"error": "", "gpus": []}
     try:
         out["driver_version"] = _s(N.nvmlSystemGetDriverVersion())
@@ -140,7 +138,7 @@ def main() -> int:
     try:
         import pynvml as N
     except Exception as e:  # noqa: BLE001
-        print(json.dumps({"error": "import-failed", "message": f"{type(e).__name__}: {e}"}))
+        print(json.dumps(import_failed(e)))
         return 0
     print(json.dumps(collect(N)))
     return 0

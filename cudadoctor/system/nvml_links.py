@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import sys
 
-from cudadoctor.system.nvml_probe import _err_name, _s
+from cudadoctor.system.nvml_probe import _err_name, _s, import_failed, init_error
 
 # nvmlDeviceGetP2PStatus indexes (nvml.h nvmlGpuP2PCapsIndex_t). Literals on purpose: nvidia-ml-py
 # defines NVML_P2P_CAPS_INDEX_READ as the tuple `(0,)` (a stray comma), which ctypes cannot pass
@@ -100,12 +100,11 @@ def main() -> int:
     try:
         import pynvml as N
     except Exception as e:  # noqa: BLE001
-        print(json.dumps({"error": "import-failed", "message": f"{type(e).__name__}: {e}"}))
+        print(json.dumps(import_failed(e)))
         return 0
-    try:
-        N.nvmlInit()
-    except Exception as e:  # noqa: BLE001
-        print(json.dumps({"error": _err_name(N, e), "message": str(e)}))
+    err = init_error(N)
+    if err:
+        print(json.dumps(err))
         return 0
     out: dict = {"error": "", "gpus": [], "pairs": []}
     try:

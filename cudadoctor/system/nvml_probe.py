@@ -10,26 +10,39 @@ from __future__ import annotations
 import ctypes
 import json
 import sys
+from typing import Optional
 
 
 def _s(v):
     return v.decode("utf-8", "replace") if isinstance(v, bytes) else v
 
 
+def import_failed(e: BaseException) -> dict:
+    """What every NVML child prints when nvidia-ml-py cannot be imported (the parent names the package)."""
+    return {"error": "import-failed", "message": f"{type(e).__name__}: {e}"}
+
+
+def init_error(N) -> Optional[dict]:
+    """nvmlInit(); None when it worked, else what every NVML child prints: the NVML error's name, or
+    NVML_ERROR_LIBRARY_NOT_FOUND when libnvidia-ml cannot be loaded at all."""
+    try:
+        N.nvmlInit()
+    except N.NVMLError as e:
+        return {"error": _err_name(N, e), "message": str(e)}
+    except Exception as e:  # noqa: BLE001 - e.g. the library cannot be loaded
+        return {"error": "NVML_ERROR_LIBRARY_NOT_FOUND", "message": f"{type(e).__name__}: {e}"}
+    return None
+
+
 def main() -> int:
     try:
         import pynvml as N
     except Exception as e:  # noqa: BLE001
-        print(json.dumps({"error": "import-failed", "message": f"{type(e).__name__}: {e}"}))
+        print(json.dumps(import_failed(e)))
         return 0
-    try:
-        N.nvmlInit()
-    except N.NVMLError as e:
-        name = _err_name(N, e)
-        print(json.dumps({"error": name, "message": str(e)}))
-        return 0
-    except Exception as e:  # noqa: BLE001 - e.g. the library cannot be loaded
-        print(json.dumps({"error": "NVML_ERROR_LIBRARY_NOT_FOUND", "message": f"{type(e).__name__}: {e}"}))
+    err = init_error(N)
+    if err:
+        print(json.dumps(err))
         return 0
     out: dict = {"error": "", "gpus": []}
     errs: dict = {}
