@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import sys
 
-from cudadoctor.system.nvml_probe import _err_name, _s, import_failed, init_error
+from cudadoctor.system.nvml_probe import _err_name, _s, open_nvml
 
 # nvmlDeviceGetP2PStatus indexes (nvml.h nvmlGpuP2PCapsIndex_t). Literals on purpose: nvidia-ml-py
 # defines NVML_P2P_CAPS_INDEX_READ as the tuple `(0,)` (a stray comma), which ctypes cannot pass
@@ -97,14 +97,8 @@ def _pair(N, a: int, b: int, ha, hb) -> dict:
 
 
 def main() -> int:
-    try:
-        import pynvml as N
-    except Exception as e:  # noqa: BLE001
-        print(json.dumps(import_failed(e)))
-        return 0
-    err = init_error(N)
-    if err:
-        print(json.dumps(err))
+    N = open_nvml()
+    if N is None:
         return 0
     out: dict = {"error": "", "gpus": [], "pairs": []}
     try:

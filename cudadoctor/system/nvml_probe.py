@@ -34,15 +34,23 @@ def init_error(N) -> Optional[dict]:
     return None
 
 
-def main() -> int:
+def open_nvml():
+    """pynvml after nvmlInit, or None once the error record for the parent is printed."""
     try:
         import pynvml as N
     except Exception as e:  # noqa: BLE001
         print(json.dumps(import_failed(e)))
-        return 0
+        return None
     err = init_error(N)
     if err:
         print(json.dumps(err))
+        return None
+    return N
+
+
+def main() -> int:
+    N = open_nvml()
+    if N is None:
         return 0
     out: dict = {"error": "", "gpus": []}
     errs: dict = {}
