@@ -1,19 +1,21 @@
 """Issue 17's sets of real reports: the blind set (collected and committed before any change), the
-tuning (dev) set and the last fresh check. Well-formed, disjoint from each other and from the older
-corpora, and the accuracy floors measured in tests/data/explain_unseen/RESULTS.md."""
+tuning sets (dev, dev2) and the fresh checks (fresh, fresh2, each collected after a round of tuning).
+Well-formed, disjoint from each other and from the older corpora, and the accuracy floors measured in
+tests/data/explain_unseen/RESULTS.md."""
 
 from __future__ import annotations
 
 import pytest
 
-from explain_sets import CORPUS, DEV, FRESH, HELDOUT, SIGS, UNSEEN, accuracy, cases, urls
+from explain_sets import CORPUS, DEV, DEV2, FRESH, FRESH2, HELDOUT, SIGS, UNSEEN, accuracy, cases, urls
 
-SETS = {"unseen": UNSEEN, "dev": DEV, "fresh": FRESH}
+SETS = {"unseen": UNSEEN, "dev": DEV, "fresh": FRESH, "dev2": DEV2, "fresh2": FRESH2}
 # floors a little under the measured figures (RESULTS.md) so data fixes do not flake the suite
 FLOORS = {  # set: (top-1, top-3) of the answer explain prints
     "unseen": (0.95, 0.97),
     "dev": (0.95, 0.95),
     "fresh": (0.94, 0.97),
+    "dev2": (0.88, 0.97),  # in-sample (tuned on)
 }
 
 
@@ -55,6 +57,8 @@ def test_accuracy_floor(name):
     path = SETS[name]
     if not path.exists():
         pytest.skip(f"{path} not collected yet")
+    if name not in FLOORS:  # a fresh set is scored once, by benchmarks/explain_accuracy.py, before it gets a floor
+        pytest.skip(f"{name}: no floor before its first scoring")
     top1, top3, n, misses = accuracy(path)
     print(f"\n{name}: top-1 {top1}/{n} = {top1 / n:.3f}, top-3 {top3}/{n} = {top3 / n:.3f}")
     for m in misses:
