@@ -221,3 +221,20 @@ def test_pattern_alternatives_must_name_known_ids(tmp_path):
         'fixes = ["f"]\n[[pattern]]\ncontains = ["x"]\nalternatives = ["nope"]\n')
     with pytest.raises(signatures.SignatureError, match="unknown ids"):
         signatures.load_dir(tmp_path)
+
+
+def test_few_shared_words_still_give_three_causes():
+    # only one signature shares words with this text: its differential fills the answer
+    text = "[drm:nv_drm_master_set] *ERROR* [nvidia-drm] [GPU ID 0x00000100] Failed to grab modeset ownership"
+    assert rank.matches(SIGS, SCANNER.scan_text(text)) == []
+    assert answer(text) == ["driver-install", "no-driver-or-device", "nvml-driver-mismatch"]
+
+
+@pytest.mark.parametrize("text,first", [
+    ("W tensorflow/stream_executor/cuda/cuda_driver.cc:269] failed call to cuInit: UNKNOWN ERROR (303)",
+     "no-driver-or-device"),
+    ("IndexKernel.cu:92: operator(): block: [0,0,0], thread: [0,0,0] Assertion `index out of bounds` failed.",
+     "illegal-memory-access"),
+])
+def test_round3_more_wordings(text, first):
+    assert answer(text)[:1] == [first], answer(text)

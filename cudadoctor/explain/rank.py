@@ -175,23 +175,32 @@ def closest(signatures: tuple, sample: str, limit: int = FALLBACK_LIMIT, exclude
 def fallback(signatures: tuple, found: list, sample: str) -> list:
     """Other possible causes, (confidence, signature), to fill the answer to FALLBACK_LIMIT causes:
     first what the matches are usually confused with (data: `alternatives` of the wordings that matched,
-    then of the signature), then, only when no
-    match is strong, the signatures sharing the most telling words with the text. Low confidence
-    by construction: a confident answer stays first."""
+    then of the signature), then, only when no match is strong, the signatures sharing the most telling
+    words with the text, then what those guesses are confused with (when few signatures share words).
+    Low confidence by construction: a confident answer stays first."""
     want = max(0, FALLBACK_LIMIT - len(found))
     if not want:
         return []
     by_id = {s.id: s for s in signatures}
     taken = [m.id for m in found]
-    out = []
-    for m in found:
-        for alt in m.alternatives:
+    out: list = []
+
+    def offer(ids, conf: float) -> None:
+        for alt in ids:
             if alt not in taken and len(out) < want:
                 taken.append(alt)
-                out.append((round(min(GUESS_MAX, m.confidence * 0.5), 3), by_id[alt]))
+                out.append((round(min(GUESS_MAX, conf), 3), by_id[alt]))
+
+    for m in found:
+        offer(m.alternatives, m.confidence * 0.5)
     if any(m.strong for m in found):
         return out
-    return out + closest(signatures, sample, want - len(out), tuple(taken))
+    guesses = closest(signatures, sample, want - len(out), tuple(taken))
+    out.extend(guesses)
+    taken.extend(s.id for _, s in guesses)
+    for conf, s in guesses:
+        offer(s.alternatives, conf * 0.5)
+    return out
 
 
 def answer_ids(signatures: tuple, found: list, sample: str) -> list:
