@@ -12,10 +12,10 @@ from explain_sets import CORPUS, DEV, DEV2, FRESH, FRESH2, HELDOUT, SIGS, UNSEEN
 SETS = {"unseen": UNSEEN, "dev": DEV, "fresh": FRESH, "dev2": DEV2, "fresh2": FRESH2}
 # floors a little under the measured figures (RESULTS.md) so data fixes do not flake the suite
 FLOORS = {  # set: (top-1, top-3) of the answer explain prints
-    "unseen": (0.95, 0.97),
-    "dev": (0.95, 0.95),
-    "fresh": (0.94, 0.97),
-    "dev2": (0.88, 0.97),  # in-sample (tuned on)
+    "unseen": (0.97, 0.99),  # blind at its first scoring only; tuned on since
+    "dev": (0.97, 0.99),
+    "fresh": (0.95, 0.99),  # blind at its first scoring only; tuned on since
+    "dev2": (0.88, 0.99),  # in-sample (tuned on)
 }
 
 
