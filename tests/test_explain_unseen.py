@@ -44,6 +44,26 @@ def test_blind_set_has_four_reports_per_id_and_a_hundred_in_all():
     assert len(counts) >= 29
 
 
+def test_round3_fresh_set_has_three_reports_per_id_and_a_hundred_in_all():
+    if not FRESH2.exists():
+        pytest.skip(f"{FRESH2} not collected yet")
+    cs = cases(FRESH2)
+    counts: dict = {}
+    for c in cs:
+        counts[c["id"]] = counts.get(c["id"], 0) + 1
+    assert len(cs) >= 100
+    assert min(counts.values()) >= 3, counts
+    assert set(counts) == {s.id for s in SIGS}
+
+
+def test_round3_fresh_set_excludes_every_thread_met_while_tuning():
+    met = FRESH2.parent.parent / "explain_dev2" / "met_urls.txt"
+    if not FRESH2.exists() or not met.exists():
+        pytest.skip("round 3 sets not collected yet")
+    seen = {u.strip().rstrip("/") for u in met.read_text().split()}
+    assert not urls(FRESH2) & seen, sorted(urls(FRESH2) & seen)
+
+
 def test_sets_share_no_thread():
     sets = {"corpus": urls(CORPUS), "heldout": urls(HELDOUT), **{k: urls(v) for k, v in SETS.items()}}
     names = sorted(sets)
