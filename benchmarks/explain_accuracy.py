@@ -25,8 +25,10 @@ from explain_sets import DATA, answer, cases  # noqa: E402  (the tests' loader: 
 SETS = {
     "unseen (blind, issue 17)": DATA / "explain_unseen/cases.toml",
     "fresh (final unseen check, issue 17)": DATA / "explain_fresh/cases.toml",
+    "fresh2 (round 3's fresh set, issue 17)": DATA / "explain_fresh2/cases.toml",
     "heldout (issue 6, tuned on since)": DATA / "explain_heldout/cases.toml",
     "dev (tuning set, issue 17)": DATA / "explain_dev/cases.toml",
+    "dev2 (round 3's tuning set, issue 17)": DATA / "explain_dev2/cases.toml",
     "corpus (in-sample)": DATA / "explain_corpus",
 }
 

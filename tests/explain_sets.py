@@ -18,6 +18,8 @@ HELDOUT = DATA / "explain_heldout" / "cases.toml"  # blind for issue 6, tuned on
 UNSEEN = DATA / "explain_unseen" / "cases.toml"  # blind for issue 17 (collected before any change)
 DEV = DATA / "explain_dev" / "cases.toml"  # issue 17's tuning set (in-sample)
 FRESH = DATA / "explain_fresh" / "cases.toml"  # issue 17's last check, collected after tuning
+DEV2 = DATA / "explain_dev2" / "cases.toml"  # issue 17 round 3's tuning set (in-sample)
+FRESH2 = DATA / "explain_fresh2" / "cases.toml"  # issue 17 round 3's fresh set, collected after round 3's tuning
 
 SIGS = signatures.load()
 SCANNER = scan.Scanner(SIGS)

@@ -148,3 +148,93 @@ def test_bad_gate_is_rejected():
             "confirm": ["c"], "fixes": ["f"], "pattern": [{"contains": ["x"]}], "gate": {"needs": "a"}}
     with pytest.raises(signatures.SignatureError, match="gate"):
         signatures.parse(base, "x.toml")
+
+
+# ---- round 3 (tests/data/explain_dev2): wordings that hide their cause, and their differential
+
+@pytest.mark.parametrize("text,first", [
+    # a driver API entry point missing from libcuda: the driver is older than the program's CUDA
+    ('msg="unable to load cuda driver library" library=/usr/lib64/libcuda.so.460.106.00 error="symbol lookup for '
+     'cuCtxCreate_v3 failed: /usr/lib64/libcuda.so.460.106.00: undefined symbol: cuCtxCreate_v3"', "driver-too-old"),
+    # CUDA_ERROR_UNKNOWN after a suspend is the driver's state, not a lost GPU
+    ("After waking from suspend:\npanic: CUDA_ERROR_UNKNOWN\ngithub.com/mumax/3/cuda/cu.CtxCreate(0x2, 0x0)",
+     "no-driver-or-device"),
+    ("CUDA error DRIVER: '999' in func 'run_single_stream' line 978", "device-lost"),
+    # "no kernel image" inside torch's own THC code: torch lacks the arch (a source build without it)
+    ("THCudaCheck FAIL file=/home/u/pytorch/aten/src/THC/generic/THCTensorMath.cu line=244 error=48 : no kernel image "
+     "is available for execution on the device", "torch-arch-unsupported"),
+    ("[yolo_decode.cu:122]:launch failed: no kernel image is available for execution on the device", "no-kernel-image"),
+    # the container CLI passing on the host driver's own answer
+    ("stderr: nvidia-container-cli: initialization error: nvml error: driver not loaded: unknown.",
+     "no-driver-or-device"),
+    ("stderr: nvidia-container-cli: initialization error: load library failed: libnvidia-ml.so.1: cannot open shared "
+     "object file: no such file or directory: unknown.", "container-toolkit"),
+    ("$ docker build .\nNo CUDA runtime is found, using CUDA_HOME='/usr/local/cuda'", "container-toolkit"),
+    ("/usr/include/c++/11/bits/std_function.h:435:145: error: parameter packs not expanded with '...':",
+     "host-compiler-unsupported"),
+    ("RuntimeError: Library cublas64_12.dll is not found or cannot be loaded", "missing-shared-library"),
+    ("CMake Error at CMakeLists.txt:3 (project):\n  No CMAKE_CUDA_COMPILER could be found.", "cuda-home-missing"),
+    ("include/shm.h:48 NCCL WARN Error while creating shared memory segment nccl-shm-recv-250a (size 9637888)", "nccl"),
+    ("cuDNN error: CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH", "cudnn-version-mismatch"),
+    ("llama_model_load: error loading model: unable to allocate backend buffer", "out-of-memory"),
+    ("torch.cuda.DeferredCudaCallError: CUDA call failed lazily at initialization with error: device >= 0 && device < "
+     "num_gpus INTERNAL ASSERT FAILED", "visible-devices"),
+    ("lspci -k\n08:00.0 3D controller: NVIDIA Corporation GK208M\n\tKernel driver in use: nouveau", "no-driver-or-device"),
+    ("modprobe: FATAL: Module nvidia not found in directory /lib/modules/5.15.0-91-generic", "driver-install"),
+])
+def test_round3_wordings(text, first):
+    assert answer(text)[:1] == [first], answer(text)
+
+
+@pytest.mark.parametrize("text,top3", [
+    # tools that only say CUDA could not be asked: no driver, an old driver, a module that did not load
+    ("Unable to query number of CUDA devices! Is an nVidia driver installed?",
+     ["no-driver-or-device", "driver-too-old", "driver-install"]),
+    # error 100: the driver answered and shows no GPU, so the environment hides it
+    ("failed call to cuInit: CUDA_ERROR_NO_DEVICE", ["no-driver-or-device", "visible-devices", "container-toolkit"]),
+    # the driver itself does not answer: its install
+    ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.",
+     ["no-driver-or-device", "driver-install", "container-toolkit"]),
+    ("ERROR: cuStreamSynchronize() 999", ["device-lost", "launch-timeout", "no-driver-or-device"]),
+])
+def test_a_wording_brings_its_own_differential(text, top3):
+    assert answer(text)[:3] == top3
+
+
+def test_pattern_alternatives_come_before_the_signatures():
+    m = rank.matches(SIGS, SCANNER.scan_text("Is an nVidia driver installed?"))[0]
+    assert m.id == "no-driver-or-device"
+    assert m.alternatives[:2] == ("driver-too-old", "driver-install")
+    assert set(m.signature.alternatives) <= set(m.alternatives) and m.id not in m.alternatives
+
+
+def test_every_signature_names_a_differential_so_an_answer_has_three_causes():
+    for s in SIGS:
+        assert len(s.alternatives) >= 2, s.id
+        for p in s.patterns:
+            assert s.id not in p.alternatives, s.id
+
+
+def test_pattern_alternatives_must_name_known_ids(tmp_path):
+    (tmp_path / "x.toml").write_text(
+        'id = "x"\ntitle = "t"\nlayer = "l"\npriority = 1\nmeaning = "m"\ncauses = ["c"]\nconfirm = ["c"]\n'
+        'fixes = ["f"]\n[[pattern]]\ncontains = ["x"]\nalternatives = ["nope"]\n')
+    with pytest.raises(signatures.SignatureError, match="unknown ids"):
+        signatures.load_dir(tmp_path)
+
+
+def test_few_shared_words_still_give_three_causes():
+    # only one signature shares words with this text: its differential fills the answer
+    text = "[drm:nv_drm_master_set] *ERROR* [nvidia-drm] [GPU ID 0x00000100] Failed to grab modeset ownership"
+    assert rank.matches(SIGS, SCANNER.scan_text(text)) == []
+    assert answer(text) == ["driver-install", "no-driver-or-device", "nvml-driver-mismatch"]
+
+
+@pytest.mark.parametrize("text,first", [
+    ("W tensorflow/stream_executor/cuda/cuda_driver.cc:269] failed call to cuInit: UNKNOWN ERROR (303)",
+     "no-driver-or-device"),
+    ("IndexKernel.cu:92: operator(): block: [0,0,0], thread: [0,0,0] Assertion `index out of bounds` failed.",
+     "illegal-memory-access"),
+])
+def test_round3_more_wordings(text, first):
+    assert answer(text)[:1] == [first], answer(text)

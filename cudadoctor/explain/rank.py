@@ -21,6 +21,16 @@ class Match:
     evidence: list = field(default_factory=list)  # [Hit], first seen first
     captures: dict = field(default_factory=dict)
     rank_priority: int = 0
+    pattern_alternatives: tuple = ()  # the differential of the wordings that matched, first seen first
+
+    @property
+    def alternatives(self) -> tuple:
+        """What this match is usually confused with: its wordings' own alternatives, then the signature's."""
+        out: list = []
+        for a in self.pattern_alternatives + tuple(self.signature.alternatives):
+            if a != self.id and a not in out:
+                out.append(a)
+        return tuple(out)
 
     @property
     def id(self) -> str:
@@ -47,6 +57,7 @@ def matches(signatures: tuple, res: ScanResult) -> list:
         count = 0
         evidence: list = []
         readings: list = []  # hits of capture-only patterns (weight 0): values for the gate
+        alts: list = []  # (first position, pattern alternatives) of the wordings that counted
         for pi, pat in enumerate(sig.patterns):
             key = (si, pi)
             if key not in res.hits:
@@ -61,6 +72,8 @@ def matches(signatures: tuple, res: ScanResult) -> list:
             miss *= 1.0 - pat.weight
             count = max(count, res.counts.get(key, 0))
             evidence.extend(res.hits[key])
+            if pat.alternatives:
+                alts.append((min(h.pos for h in res.hits[key]), pat.alternatives))
         caps = _captures(evidence + readings)
         gate = dict(sig.gate)
         if gate and versions.gate_holds(gate, caps):  # the versions in the text confirm it
@@ -70,7 +83,8 @@ def matches(signatures: tuple, res: ScanResult) -> list:
         if not evidence:
             continue
         evidence = _dedupe(sorted(evidence, key=lambda h: h.pos))
-        out.append(Match(sig, round(1.0 - miss, 3), count, evidence[:3], caps, sig.priority))
+        palts = tuple(a for _, group in sorted(alts, key=lambda t: t[0]) for a in group)
+        out.append(Match(sig, round(1.0 - miss, 3), count, evidence[:3], caps, sig.priority, palts))
     return rank(out)
 
 
@@ -160,23 +174,33 @@ def closest(signatures: tuple, sample: str, limit: int = FALLBACK_LIMIT, exclude
 
 def fallback(signatures: tuple, found: list, sample: str) -> list:
     """Other possible causes, (confidence, signature), to fill the answer to FALLBACK_LIMIT causes:
-    first what the matches are usually confused with (data: `alternatives`), then, only when no
-    match is strong, the signatures sharing the most telling words with the text. Low confidence
-    by construction: a confident answer stays first."""
+    first what the matches are usually confused with (data: `alternatives` of the wordings that matched,
+    then of the signature), then, only when no match is strong, the signatures sharing the most telling
+    words with the text, then what those guesses are confused with (when few signatures share words).
+    Low confidence by construction: a confident answer stays first."""
     want = max(0, FALLBACK_LIMIT - len(found))
     if not want:
         return []
     by_id = {s.id: s for s in signatures}
     taken = [m.id for m in found]
-    out = []
-    for m in found:
-        for alt in m.signature.alternatives:
+    out: list = []
+
+    def offer(ids, conf: float) -> None:
+        for alt in ids:
             if alt not in taken and len(out) < want:
                 taken.append(alt)
-                out.append((round(min(GUESS_MAX, m.confidence * 0.5), 3), by_id[alt]))
+                out.append((round(min(GUESS_MAX, conf), 3), by_id[alt]))
+
+    for m in found:
+        offer(m.alternatives, m.confidence * 0.5)
     if any(m.strong for m in found):
         return out
-    return out + closest(signatures, sample, want - len(out), tuple(taken))
+    guesses = closest(signatures, sample, want - len(out), tuple(taken))
+    out.extend(guesses)
+    taken.extend(s.id for _, s in guesses)
+    for conf, s in guesses:
+        offer(s.alternatives, conf * 0.5)
+    return out
 
 
 def answer_ids(signatures: tuple, found: list, sample: str) -> list:

@@ -28,6 +28,7 @@ class Pattern:
     weight: float = 0.9  # 0 = capture only: reads values for a gate, never a match on its own
     context: tuple = ()  # one of these must appear anywhere in the input
     unless: tuple = ()  # the pattern does not count when one of these appears anywhere in the input
+    alternatives: tuple = ()  # ids this wording is often confused with, offered before the signature's own
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,8 @@ def parse(data: dict, where: str = "<data>") -> Signature:
         if not 0 <= w <= 1:
             raise SignatureError(f"{pw}: weight must be in [0, 1]")
         pats.append(Pattern(contains, compiled, cap_rx, w, tuple(s.lower() for s in _tuple_of_str(p, "context", pw)),
-                            tuple(s.lower() for s in _tuple_of_str(p, "unless", pw))))
+                            tuple(s.lower() for s in _tuple_of_str(p, "unless", pw)),
+                            _tuple_of_str(p, "alternatives", pw)))
     if not pats:
         raise SignatureError(f"{where}: no [[pattern]]")
     return Signature(
@@ -129,7 +131,8 @@ def load_dir(folder: Path) -> tuple:
     if dup:
         raise SignatureError(f"duplicate signature ids: {sorted(dup)}")
     for s in sigs:
-        unknown = [e for e in s.explains + s.alternatives if e not in ids]
+        pattern_alts = tuple(a for p in s.patterns for a in p.alternatives)
+        unknown = [e for e in s.explains + s.alternatives + pattern_alts if e not in ids]
         if unknown:
             raise SignatureError(f"{s.source}: explains/alternatives name unknown ids {unknown}")
     return tuple(sigs)
