@@ -134,6 +134,7 @@ def test_cli_on_this_machine_gives_a_verdict_and_never_a_traceback():
 
 def test_cli_writes_prometheus_and_json_files_atomically_for_other_readers(tmp_path):
     prom, saved = tmp_path / "textfile" / "cudadoctor.prom", tmp_path / "health.json"
+    prom.parent.mkdir()  # node_exporter's --collector.textfile.directory exists already
     p, _ = cli("--quiet", "--prometheus", str(prom), "--save", str(saved))
     assert p.returncode in (0, 1, 2), p.stderr
     assert stat.S_IMODE(prom.stat().st_mode) == 0o644  # node_exporter reads it as another user
@@ -179,3 +180,12 @@ def test_help_lists_health_and_its_options():
     assert "health" in p.stdout
     h, _ = cli("--help")
     assert h.returncode == 0 and "--expect-gpus" in h.stdout and "--prometheus" in h.stdout
+
+
+def test_cli_creates_no_folder_for_its_output(tmp_path):
+    # cudadoctor writes only where it is told, and creates nothing else outside its cache: a missing folder
+    # is an error (it made /nonexistent/dir once, 2026-11-30)
+    prom = tmp_path / "no" / "such" / "x.prom"
+    p, _ = cli("--quiet", "--prometheus", str(prom))
+    assert p.returncode == 2 and "cannot write" in p.stderr and "Traceback" not in p.stderr
+    assert not (tmp_path / "no").exists()

@@ -69,7 +69,7 @@ def test_cache_key_depends_on_source_compiler_and_flags():
 
 def _writer(path: str, fill: int, n: int) -> None:
     for _ in range(n):
-        B.atomic_write(path, bytes([fill]) * 200_000)
+        B.atomic_write(path, bytes([fill]) * 200_000, make_dirs=True)  # as the probe cache writes
 
 
 def test_concurrent_atomic_writes_never_leave_a_partial_file(tmp_path):

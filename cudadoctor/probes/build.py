@@ -336,7 +336,7 @@ def build(system, compiler: Compiler, spec: BuildSpec, kernels_dir: str, use_cac
             return Built(spec, compiler=compiler.label, seconds=time.monotonic() - t0, error=log[-800:],
                          unsupported="invalid value for --gpu-architecture" in log)
         data = base64.b64decode(d["image"])
-    atomic_write(dest, data)
+    atomic_write(dest, data, make_dirs=True)
     return Built(spec, dest, compiler.label, cached=False, seconds=time.monotonic() - t0)
 
 
