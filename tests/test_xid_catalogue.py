@@ -4,26 +4,19 @@ same judgement in `health`, in `check`'s container step and in `explain`."""
 from __future__ import annotations
 
 import copy
-import sys
 
 import pytest
 from libs_support import FakeCmd
 from test_container import container_system, run_health
 
+from cudadoctor.matrix import read_table
 from cudadoctor.matrix.xid import Catalogue, catalogue, severity_rule, validate
 from cudadoctor.model import Status
-from cudadoctor.paths import data_dir
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 
 @pytest.fixture(scope="module")
 def table() -> dict:
-    with open(data_dir("matrix") / "xid.toml", "rb") as f:
-        return tomllib.load(f)
+    return read_table("xid")
 
 
 def test_the_catalogue_is_sound(table):
