@@ -14,6 +14,18 @@ HANG_FIX = Fix("Look for Xid errors and stuck processes; a reset or reboot is us
                ("sudo dmesg | grep -iE 'xid|nvrm' | tail -20", "ps -eo pid,stat,cmd | grep -E ' D ' | grep -v grep",
                 "sudo reboot"), DOCS_DRIVER)
 
+# driver.version-mismatch, in `check` and in `health`
+MISMATCH_DETAIL = ("The user-space driver libraries were upgraded (often by unattended-upgrades or apt) while the old "
+                   "kernel module is still loaded. Nothing using CUDA or NVML works until they match.")
+
+
+def mismatch_fix(user_ver: str) -> Fix:
+    """Load the kernel module of the user-space libraries (version `user_ver`, '' when not known)."""
+    return Fix("Reboot to load the new kernel module (or unload and reload it when no process uses the GPU):",
+               ("sudo reboot",
+                "sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo modprobe nvidia  # instead of a reboot",
+                "cat /proc/driver/nvidia/version  # must then show " + (user_ver or "the new version")), DOCS_DRIVER)
+
 
 def _gpu_summary(view) -> str:
     n = len(view.gpus)
@@ -84,13 +96,7 @@ def check_driver(ctx: Context) -> Outcome:
         versions = f" (kernel module {km_ver or '?'}, user-space libraries {user_ver or '?'})"
         return Outcome(f"driver/library version mismatch{versions}", [Finding(
             "driver.version-mismatch", Status.FAIL, "NVML: Driver/library version mismatch" + versions,
-            "The user-space driver libraries were upgraded (often by unattended-upgrades or apt) while the old "
-            "kernel module is still loaded. Nothing using CUDA or NVML works until they match.",
-            Fix("Reboot to load the new kernel module (or unload and reload it when no process uses the GPU):",
-                ("sudo reboot",
-                 "sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo modprobe nvidia  # instead of a reboot",
-                 "cat /proc/driver/nvidia/version  # must then show " + (user_ver or "the new version")),
-                DOCS_DRIVER), evidence, "every CUDA program")])
+            MISMATCH_DETAIL, mismatch_fix(user_ver), evidence, "every CUDA program")])
 
     # 3. nvidia-smi present but failing
     if s is not None and s.problem and s.problem != "not-executable" and smi.state is not FactState.FOUND:

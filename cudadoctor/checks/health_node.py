@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cudadoctor.checks.driver import DOCS_CONTAINER, DOCS_DRIVER, HANG_FIX
+from cudadoctor.checks.driver import DOCS_CONTAINER, DOCS_DRIVER, HANG_FIX, MISMATCH_DETAIL, mismatch_fix
 from cudadoctor.checks.health_common import (
     DOCS_NVML,
     DOCS_PERSISTENCE,
@@ -25,13 +25,6 @@ RECOVERY = {1: ("a GPU reset", Status.FAIL), 2: ("a node reboot", Status.FAIL), 
                                                                                    Status.WARN),
             4: ("peer-to-peer drained and a GPU reset", Status.FAIL), 5: ("its IMEX domain recovered", Status.WARN),
             6: ("a PCIe bus reset", Status.FAIL), 7: ("a system reboot", Status.FAIL)}
-
-
-def _mismatch_fix(user_ver: str) -> Fix:
-    return Fix("Reboot to load the new kernel module (or unload and reload it when no process uses the GPU):",
-               ("sudo reboot",
-                "sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo modprobe nvidia  # instead of a reboot",
-                "cat /proc/driver/nvidia/version  # must then show " + (user_ver or "the new version")), DOCS_DRIVER)
 
 
 def check_driver(ctx: Context) -> Outcome:
@@ -60,10 +53,8 @@ def check_driver(ctx: Context) -> Outcome:
     if mismatch:
         versions = f"kernel module {km_ver or '?'}, NVML {nvml_ver or '?'}, libcuda {cuda_ver or '?'}"
         return Outcome(f"driver/library version mismatch ({versions})", [Finding(
-            "driver.version-mismatch", Status.FAIL, f"Driver/library version mismatch: {versions}",
-            "The user-space driver libraries were upgraded (often by unattended-upgrades or apt) while the old "
-            "kernel module is still loaded. Nothing using CUDA or NVML works until they match.",
-            _mismatch_fix(user_ver if user_ver != km_ver else ""), evidence, "every CUDA program")])
+            "driver.version-mismatch", Status.FAIL, f"Driver/library version mismatch: {versions}", MISMATCH_DETAIL,
+            mismatch_fix(user_ver if user_ver != km_ver else ""), evidence, "every CUDA program")])
     if km.state is FactState.NOT_FOUND or nvml_err == "NVML_ERROR_DRIVER_NOT_LOADED":
         nothing = nvml_err in ("NVML_ERROR_LIBRARY_NOT_FOUND", "") and not nvml_ver and (
             launch is None or init_err is not None)
