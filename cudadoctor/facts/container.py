@@ -6,13 +6,13 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from cudadoctor.facts.health import process_names  # (`check` imports every facts module anyway)
 from cudadoctor.facts.registry import Options, gatherer
 from cudadoctor.model import Fact
 from cudadoctor.system.base import System
 
 RE_XID = re.compile(r"NVRM: Xid \(PCI:([0-9a-fA-F:.]+)\): (\d+),?\s*(.*)")
 MPS_PIPE_DEFAULT = "/tmp/nvidia-mps"
-MAX_PROCS = 4000
 
 
 @dataclass
@@ -66,10 +66,9 @@ def gather_container(system: System, opts: Options, deps: dict) -> Fact:
             info.device_nodes.append("/dev/" + name)
     info.mps_pipe_dir = system.env.get("CUDA_MPS_PIPE_DIRECTORY", "") or MPS_PIPE_DEFAULT
     info.mps_pipe_exists = system.exists(os.path.join(info.mps_pipe_dir, "control"))
-    pids = [p for p in system.listdir("/proc") if p.isdigit()][:MAX_PROCS]
-    info.processes_scanned = bool(pids)
-    for pid in pids:
-        comm = (system.read_text(f"/proc/{pid}/comm", limit=64) or "").strip()
+    names = process_names(system)
+    info.processes_scanned = bool(names)
+    for comm in names:
         if comm.startswith("nvidia-cuda-mps"):
             info.mps_daemon = True
         elif comm.startswith("nv-fabricmanage"):

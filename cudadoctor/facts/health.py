@@ -151,13 +151,19 @@ def gather_xid(system: System, opts: Options, deps: dict) -> Fact:
                       res.elapsed_s)
 
 
+def process_names(system: System) -> list:
+    """The names (/proc/PID/comm, which the kernel cuts at 15 characters) of at most MAX_PROCS processes, one
+    per process listed ('' for one that could not be read). Also check's container fact's."""
+    pids = [p for p in system.listdir("/proc") if p.isdigit()][:MAX_PROCS]
+    return [(system.read_text(f"/proc/{pid}/comm", limit=64) or "").strip() for pid in pids]
+
+
 @gatherer("node_processes", value_type=NodeProcesses)
 def gather_node_processes(system: System, opts: Options, deps: dict) -> Fact:
     """nvidia-persistenced and nv-fabricmanager among the running processes (/proc/*/comm)."""
-    info = NodeProcesses()
-    for pid in [p for p in system.listdir("/proc") if p.isdigit()][:MAX_PROCS]:
-        comm = (system.read_text(f"/proc/{pid}/comm", limit=64) or "").strip()
-        info.scanned += 1
+    names = process_names(system)
+    info = NodeProcesses(scanned=len(names))
+    for comm in names:
         if comm.startswith("nvidia-persist"):  # comm is cut at 15 characters: nvidia-persiste
             info.persistenced = True
         elif comm.startswith("nv-fabricmanage"):
