@@ -283,21 +283,7 @@ def _finish(live, timeout: float, until: Optional[Callable[[], bool]] = None) ->
         if rc is not _DETACHED:
             with _LIVE_LOCK:
                 _LIVE.discard(p)
-    # The process has ended: what it wrote is at most a pipe buffer away, so a short grace suffices. Only
-    # a process it left behind (in another session) can keep the pipes open longer; it is not waited for.
-    deadline = time.monotonic() + KILL_GRACE_S
-    for t in threads:  # one deadline for both streams
-        t.join(timeout=max(0.0, deadline - time.monotonic()))
-    for t, stream in zip(threads, (p.stdout, p.stderr)):
-        # A process the tool left behind may still hold the pipe open: its drain thread is then blocked
-        # in read() holding the stream's lock, and close() would block with it. Abandon such a stream;
-        # the daemon thread ends when that process closes its end.
-        if t.is_alive():
-            continue
-        try:
-            stream.close()
-        except OSError:
-            pass
+    _close_pipes(p, threads)
     return ProcResult(
         argv,
         returncode=None if timed_out else rc,
@@ -341,13 +327,27 @@ def _reap(live) -> None:
     finally:
         with _LIVE_LOCK:
             _LIVE.discard(p)
-    for t, stream in zip(live.threads, (p.stdout, p.stderr)):
-        t.join(timeout=KILL_GRACE_S)
-        if not t.is_alive():  # (a reader still blocked holds the stream's lock: leave it, as _finish does)
-            try:
-                stream.close()
-            except OSError:
-                pass
+    _close_pipes(p, live.threads)
+
+
+def _close_pipes(p: subprocess.Popen, threads: list) -> None:
+    """Once p has ended (or, stuck in the driver, been given up on): join the readers of its stdout and
+    stderr, then close their streams.
+
+    What p wrote is at most a pipe buffer away, so a short grace suffices (one deadline for both streams).
+    Only a process it left behind (in another session) can keep the pipes open longer; it is not waited
+    for: its reader is then blocked in read() holding the stream's lock, and close() would block with it.
+    Such a stream is abandoned; the daemon thread ends when that process closes its end."""
+    deadline = time.monotonic() + KILL_GRACE_S
+    for t in threads:
+        t.join(timeout=max(0.0, deadline - time.monotonic()))
+    for t, stream in zip(threads, (p.stdout, p.stderr)):
+        if t.is_alive():
+            continue
+        try:
+            stream.close()
+        except OSError:
+            pass
 
 
 def _feed(stdin, data: bytes) -> None:
