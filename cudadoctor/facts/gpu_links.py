@@ -12,11 +12,11 @@ Two children, both with a timeout, gathered only where two or more GPUs are seen
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Optional
 
 from cudadoctor.child.records import parse_marked
+from cudadoctor.facts.driver import nvml_child
 from cudadoctor.facts.host_links import norm_bus
 from cudadoctor.facts.registry import Options, gatherer
 from cudadoctor.facts.views import driver_view_of
@@ -207,21 +207,15 @@ def gather_gpu_links(system: System, opts: Options, deps: dict) -> Fact:
     n = _gpu_count(deps)
     if n < 2:
         return Fact.not_applicable(src, f"{n} GPU{'s' if n != 1 else ''}: nothing between GPUs")
-    res = system.run([system.own_python(), "-m", "cudadoctor.system.nvml_links"], opts.timeout_nvml)
-    if res.timed_out:
-        return Fact.timeout(src, f"NVML gave no answer within {res.timeout_s:g} s while reading links (killed)")
-    if not res.ok:
-        return Fact.failed(src, res.describe() + (": " + res.output[-300:] if res.output else ""))
-    try:
-        raw = json.loads(res.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return Fact.failed(src, "the NVML links child printed no JSON: " + res.output[-300:])
+    raw, failed, elapsed = nvml_child(system, opts, "cudadoctor.system.nvml_links", src)
+    if failed is not None:
+        return failed
     if raw.get("error"):
         return Fact.failed(src, f"{raw['error']}: {raw.get('message', '')}")
     info = from_jsonable(GpuLinksInfo, raw)
     if not isinstance(info, GpuLinksInfo):
         return Fact.failed(src, "unreadable output of the NVML links child")
-    return Fact.found(info, src, res.elapsed_s)
+    return Fact.found(info, src, elapsed)
 
 
 @gatherer("gpu_peers", value_type=GpuPeersInfo, needs=("nvidia_smi", "nvml"))
