@@ -31,9 +31,6 @@ NVLINK_GPU = 0
 UNSEEN_REMOTE = "ffffffff:ff:ff.0"  # the remote bus NVML gives when the far end is not visible (VMs)
 #: nvmlDeviceGetTopologyCommonAncestor -> the label `nvidia-smi topo -m` prints (its legend)
 ANCESTOR_LABEL = {0: "PIX", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
-ANCESTOR_TEXT = {"PIX": "at most one PCIe bridge", "PXB": "several PCIe bridges (a PCIe switch)",
-                 "PHB": "a PCIe host bridge (the CPU)", "NODE": "host bridges within one NUMA node",
-                 "SYS": "the link between CPU sockets (QPI/UPI/xGMI)"}
 #: nvmlDeviceGetP2PStatus -> words
 P2P_STATUS = {0: "ok", 1: "chipset not supported", 2: "GPU not supported", 3: "topology not supported",
               4: "disabled by a driver registry key", 5: "not supported", 6: "unknown"}
