@@ -194,7 +194,6 @@ class FleetRun:
     run: NcclRun
     node_of: dict  # rank -> node
     silent: list  # [(node, why)]
-    srun_exit: Optional[int] = None
 
     @property
     def ok(self) -> bool:
@@ -234,7 +233,7 @@ def collect(system: System, p: NcclPlan) -> FleetRun:
     # a task srun itself stopped (--kill-on-bad-exit, after another task failed) says nothing about its node
     silent = [(n, "did not answer" + (f": {'; '.join(said[n])}" if n in said else "")) for n in expected
               if n not in col.started and not all(STOPPED_BY_SRUN.search(m) for m in said.get(n, ["?"]))]
-    return FleetRun(expected[:p.nodes] if p.expected else expected, run, col.node_of, silent, res.returncode)
+    return FleetRun(expected[:p.nodes] if p.expected else expected, run, col.node_of, silent)
 
 
 # ------------------------------------------------------------------ naming the node
