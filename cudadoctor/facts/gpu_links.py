@@ -21,10 +21,10 @@ from cudadoctor.facts.host_links import norm_bus
 from cudadoctor.facts.registry import Options, gatherer
 from cudadoctor.facts.views import driver_view_of
 from cudadoctor.model import Fact, from_jsonable
+from cudadoctor.probes.peer import MARK as PEER_MARK
 from cudadoctor.settings import env_seconds
 from cudadoctor.system.base import System
 
-PEER_MARK = "@@CDPEER@@"
 PEER_TIMEOUT = min(30.0, env_seconds("CUDADOCTOR_TIMEOUT_PROBE", 120.0))
 NVLINK_SWITCH = 2  # nvmlDeviceGetNvLinkRemoteDeviceType: NVML_NVLINK_DEVICE_TYPE_SWITCH
 NVLINK_GPU = 0
