@@ -9,7 +9,7 @@ from collections import Counter
 from cudadoctor.checks.common import driver_view
 from cudadoctor.checks.gpu_pairs import gpu_tag, joined_pairs
 from cudadoctor.checks.registry import Context, Outcome, step
-from cudadoctor.facts.gpu_links import ANCESTOR_TEXT, P2P_STATUS
+from cudadoctor.facts.gpu_links import P2P_STATUS
 from cudadoctor.facts.host_links import norm_bus
 from cudadoctor.model import FactState, Finding, Fix, Status
 
@@ -288,11 +288,4 @@ def check_topology(ctx: Context) -> Outcome:
     bad = [f for f in findings if f.status in (Status.FAIL, Status.WARN)]
     top = next((f for f in findings if f.id == "topology.links"), findings[0])
     return Outcome(bad[0].summary if bad else top.summary, findings)
-
-
-def path_words(label: str) -> str:
-    """'PXB' -> 'several PCIe bridges (a PCIe switch)'; 'NV18' -> '18 NVLinks'."""
-    if label.startswith("NV") and label[2:].isdigit():
-        return f"{label[2:]} NVLinks"
-    return ANCESTOR_TEXT.get(label, label)
 

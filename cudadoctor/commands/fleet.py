@@ -30,6 +30,17 @@ def _emit(summary, env, json_out: bool, markdown: bool) -> None:
         render.render_console(summary, env)
 
 
+def _srun_options(ctx: typer.Context) -> tuple:
+    """The srun options given after `--` (`fleet slurm`, `fleet nccl`); anything else is a usage error."""
+    from cudadoctor.cli import fail_usage
+
+    extra = tuple(ctx.args)
+    bad = [a for a in extra if not a.startswith("-")]
+    if bad:
+        raise fail_usage(f"unexpected argument {bad[0]!r}: srun options go after `--` and start with '-'")
+    return extra
+
+
 @fleet_app.command("summarize")
 def summarize(
     paths: List[str] = typer.Argument(..., metavar="REPORT...|DIR",
@@ -92,10 +103,7 @@ def slurm(
 
     if json_out and markdown:
         raise fail_usage("--json and --markdown cannot be used together")
-    extra = tuple(ctx.args)
-    bad = [a for a in extra if not a.startswith("-")]
-    if bad:
-        raise fail_usage(f"unexpected argument {bad[0]!r}: srun options go after `--` and start with '-'")
+    extra = _srun_options(ctx)
     if save is not None and os.path.exists(save) and not os.path.isdir(save):
         raise fail_usage(f"--save {save}: not a folder")
     system = HostSystem()
@@ -175,10 +183,7 @@ def nccl(
     from cudadoctor.fleet.slurm import SlurmError
     from cudadoctor.system.host import HostSystem
 
-    extra = tuple(ctx.args)
-    bad = [a for a in extra if not a.startswith("-")]
-    if bad:
-        raise fail_usage(f"unexpected argument {bad[0]!r}: srun options go after `--` and start with '-'")
+    extra = _srun_options(ctx)
     if backend not in ("nccl", "gloo"):
         raise fail_usage(f"--backend {backend!r}: nccl or gloo")
     nbytes = parse_size(size)

@@ -143,10 +143,9 @@ def gather_nvidia_smi(system: System, opts: Options, deps: dict) -> Fact:
 NVML_SOURCE = "NVML (nvidia-ml-py)"
 
 
-def nvml_child(system: System, opts: Options, module: str) -> tuple:
+def nvml_child(system: System, opts: Options, module: str, src: str = NVML_SOURCE) -> tuple:
     """Run an NVML child (`python -m MODULE`, printing one JSON object) with the NVML timeout:
-    (its object, None, seconds), or (None, the TIMEOUT or FAILED fact saying why, seconds)."""
-    src = NVML_SOURCE
+    (its object, None, seconds), or (None, the TIMEOUT or FAILED fact saying why, from `src`, seconds)."""
     res = system.run([system.own_python(), "-m", module], opts.timeout_nvml)
     if res.timed_out:
         return None, Fact.timeout(src, f"NVML gave no answer within {res.timeout_s:g} s (killed)"), res.elapsed_s

@@ -12,28 +12,25 @@ Two children, both with a timeout, gathered only where two or more GPUs are seen
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Optional
 
 from cudadoctor.child.records import parse_marked
+from cudadoctor.facts.driver import nvml_child
 from cudadoctor.facts.host_links import norm_bus
 from cudadoctor.facts.registry import Options, gatherer
 from cudadoctor.facts.views import driver_view_of
 from cudadoctor.model import Fact, from_jsonable
+from cudadoctor.probes.peer import MARK as PEER_MARK
 from cudadoctor.settings import env_seconds
 from cudadoctor.system.base import System
 
-PEER_MARK = "@@CDPEER@@"
 PEER_TIMEOUT = min(30.0, env_seconds("CUDADOCTOR_TIMEOUT_PROBE", 120.0))
 NVLINK_SWITCH = 2  # nvmlDeviceGetNvLinkRemoteDeviceType: NVML_NVLINK_DEVICE_TYPE_SWITCH
 NVLINK_GPU = 0
 UNSEEN_REMOTE = "ffffffff:ff:ff.0"  # the remote bus NVML gives when the far end is not visible (VMs)
 #: nvmlDeviceGetTopologyCommonAncestor -> the label `nvidia-smi topo -m` prints (its legend)
 ANCESTOR_LABEL = {0: "PIX", 10: "PIX", 20: "PXB", 30: "PHB", 40: "NODE", 50: "SYS"}
-ANCESTOR_TEXT = {"PIX": "at most one PCIe bridge", "PXB": "several PCIe bridges (a PCIe switch)",
-                 "PHB": "a PCIe host bridge (the CPU)", "NODE": "host bridges within one NUMA node",
-                 "SYS": "the link between CPU sockets (QPI/UPI/xGMI)"}
 #: nvmlDeviceGetP2PStatus -> words
 P2P_STATUS = {0: "ok", 1: "chipset not supported", 2: "GPU not supported", 3: "topology not supported",
               4: "disabled by a driver registry key", 5: "not supported", 6: "unknown"}
@@ -207,21 +204,15 @@ def gather_gpu_links(system: System, opts: Options, deps: dict) -> Fact:
     n = _gpu_count(deps)
     if n < 2:
         return Fact.not_applicable(src, f"{n} GPU{'s' if n != 1 else ''}: nothing between GPUs")
-    res = system.run([system.own_python(), "-m", "cudadoctor.system.nvml_links"], opts.timeout_nvml)
-    if res.timed_out:
-        return Fact.timeout(src, f"NVML gave no answer within {res.timeout_s:g} s while reading links (killed)")
-    if not res.ok:
-        return Fact.failed(src, res.describe() + (": " + res.output[-300:] if res.output else ""))
-    try:
-        raw = json.loads(res.stdout.strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return Fact.failed(src, "the NVML links child printed no JSON: " + res.output[-300:])
+    raw, failed, elapsed = nvml_child(system, opts, "cudadoctor.system.nvml_links", src)
+    if failed is not None:
+        return failed
     if raw.get("error"):
         return Fact.failed(src, f"{raw['error']}: {raw.get('message', '')}")
     info = from_jsonable(GpuLinksInfo, raw)
     if not isinstance(info, GpuLinksInfo):
         return Fact.failed(src, "unreadable output of the NVML links child")
-    return Fact.found(info, src, res.elapsed_s)
+    return Fact.found(info, src, elapsed)
 
 
 @gatherer("gpu_peers", value_type=GpuPeersInfo, needs=("nvidia_smi", "nvml"))

@@ -31,7 +31,7 @@ from typing import Callable, Optional
 
 from cudadoctor.child.nccl_launch import Reader
 from cudadoctor.fleet.node import natural_key
-from cudadoctor.fleet.slurm import LABEL, SLURM_GRACE_S, SlurmError, expand_hostlist, partition_nodes, srun_errors
+from cudadoctor.fleet.slurm import LABEL, SLURM_GRACE_S, SlurmError, choose_nodes, expand_hostlist, srun_errors
 from cudadoctor.probes.nccl_run import LOG_ENV, RANK_SCRIPT, NcclRun, build_run
 from cudadoctor.system.base import System
 
@@ -110,17 +110,10 @@ def plan(system: System, partition: Optional[str] = None, nodes: Optional[int] =
          alloc_wait: float = 300) -> NcclPlan:
     if system.which("srun") is None:
         raise SlurmError("srun is not on PATH: run `cudadoctor fleet nccl` where Slurm's commands are (a login node)")
-    env = system.env
-    expected, unavailable = list(nodelist or []), []
-    if not expected:
-        if nodes is None and env.get("SLURM_JOB_ID") and not partition and env.get("SLURM_JOB_NUM_NODES", "").isdigit():
-            nodes = int(env["SLURM_JOB_NUM_NODES"])
-            expected = expand_hostlist(system, env.get("SLURM_JOB_NODELIST", ""))
-        elif nodes is None:
-            usable, unavailable = partition_nodes(system, partition)
-            if not usable:
-                raise SlurmError(f"no usable node in {f'partition {partition}' if partition else 'the default partition'}")
-            nodes, expected = len(usable), usable
+    if nodelist:
+        expected, unavailable = list(nodelist), []
+    else:
+        nodes, expected, unavailable = choose_nodes(system, partition, nodes)
     n = len(expected) if nodelist else (nodes or len(expected))
     if n < 1:
         raise SlurmError("no node to run on")
@@ -194,7 +187,6 @@ class FleetRun:
     run: NcclRun
     node_of: dict  # rank -> node
     silent: list  # [(node, why)]
-    srun_exit: Optional[int] = None
 
     @property
     def ok(self) -> bool:
@@ -234,7 +226,7 @@ def collect(system: System, p: NcclPlan) -> FleetRun:
     # a task srun itself stopped (--kill-on-bad-exit, after another task failed) says nothing about its node
     silent = [(n, "did not answer" + (f": {'; '.join(said[n])}" if n in said else "")) for n in expected
               if n not in col.started and not all(STOPPED_BY_SRUN.search(m) for m in said.get(n, ["?"]))]
-    return FleetRun(expected[:p.nodes] if p.expected else expected, run, col.node_of, silent, res.returncode)
+    return FleetRun(expected[:p.nodes] if p.expected else expected, run, col.node_of, silent)
 
 
 # ------------------------------------------------------------------ naming the node

@@ -132,8 +132,6 @@ def render_markdown(summary, env) -> str:
 
 def render_nccl(result, file=None) -> None:
     """`fleet nccl` on the console: the whole run, the pairs, the nodes named."""
-    import sys
-
     out = file or sys.stdout
     w = result.whole
     r = w.run

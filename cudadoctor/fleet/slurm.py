@@ -122,12 +122,9 @@ def expand_hostlist(system: System, hostlist: str) -> list:
     return res.stdout.split() if res.ok else []
 
 
-def plan(system: System, partition: Optional[str] = None, nodes: Optional[int] = None, time_limit: float = 300,
-         extra: tuple = (), cudadoctor: str = "cudadoctor", python: Optional[str] = None, strict: bool = False,
-         alloc_wait: float = 300) -> Plan:
-    if system.which("srun") is None:
-        raise SlurmError("srun is not on PATH: run `cudadoctor fleet slurm` where Slurm's commands are "
-                         "(a login node), or use `cudadoctor fleet summarize` on saved reports")
+def choose_nodes(system: System, partition: Optional[str], nodes: Optional[int]) -> tuple:
+    """(node count, [expected node], [(unusable node, state)]): `nodes` as given (no names known), else
+    the current allocation's nodes (inside one, with no --partition), else every usable node of the partition."""
     env = system.env
     expected: list = []
     unavailable: list = []
@@ -143,6 +140,16 @@ def plan(system: System, partition: Optional[str] = None, nodes: Optional[int] =
                 states = ", ".join(f"{n} {s}" for n, s in unavailable[:10])
                 raise SlurmError(f"no usable node in {where}" + (f" ({states})" if states else ""))
             nodes, expected = len(usable), usable
+    return nodes, expected, unavailable
+
+
+def plan(system: System, partition: Optional[str] = None, nodes: Optional[int] = None, time_limit: float = 300,
+         extra: tuple = (), cudadoctor: str = "cudadoctor", python: Optional[str] = None, strict: bool = False,
+         alloc_wait: float = 300) -> Plan:
+    if system.which("srun") is None:
+        raise SlurmError("srun is not on PATH: run `cudadoctor fleet slurm` where Slurm's commands are "
+                         "(a login node), or use `cudadoctor fleet summarize` on saved reports")
+    nodes, expected, unavailable = choose_nodes(system, partition, nodes)
     minutes = max(1, math.ceil((time_limit + SLURM_GRACE_S) / 60))
     argv = ["srun", "--job-name=cudadoctor-fleet", f"--nodes={nodes}", f"--ntasks={nodes}", "--ntasks-per-node=1",
             "--label", "--no-kill", "--kill-on-bad-exit=0", f"--time={minutes}"]

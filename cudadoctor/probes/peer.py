@@ -10,7 +10,7 @@ Run as `python -m cudadoctor.probes.peer` (no torch needed); prints one JSON lin
 or {"error": {...}, "stage": "cuInit"}. The child inherits the user's environment, so the ordinals
 are the ones the user's programs get: CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER apply. Only
 device-level queries (cuInit, cuDeviceCanAccessPeer, cuDeviceGetP2PAttribute): no context is
-created and nothing is enabled. The parent (facts/multigpu.py) runs it with a timeout.
+created and nothing is enabled. The parent (facts/gpu_links.py) runs it with a timeout.
 """
 
 from __future__ import annotations
