@@ -194,12 +194,12 @@ def _size(n: int) -> str:
 
 
 def render_collectives(result) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     from cudadoctor.bench.collectives import COLLS
+    from cudadoctor.render.common import wide_console
 
-    console = Console()
+    console = wide_console()  # as bench's own table: whole rows in a file or pipe
     run = result.run
     head = f"cudadoctor bench --collectives · {result.gpus} GPUs"
     if run is not None:
