@@ -68,10 +68,10 @@ def to_dict(rows, kernels, dv, res, exit_code: int, timeout: float) -> dict:
     envs = []
     for r in rows:
         e, t = r.env, r.env.torch
+        shown, hidden = allowed_vars(e.env)
         envs.append({
             "verdict": r.verdict, "kind": e.kind, "name": e.name, "python": e.python, "prefix": e.prefix,
-            "found_as": list(e.found_as), "aliases": list(e.aliases), "env": allowed_vars(e.env)[0],
-            "env_not_shown": allowed_vars(e.env)[1],
+            "found_as": list(e.found_as), "aliases": list(e.aliases), "env": shown, "env_not_shown": hidden,
             "env_source": e.env_source, "system_site_packages": e.system_site_packages,
             "has_ipykernel": e.has_ipykernel, "note": e.note,
             "kernel": public_kernel(e.kernel),
