@@ -139,7 +139,7 @@ def resolve_interpreter(system: System, k: KernelSpecInfo, server_python: str) -
     if not path:
         k.interpreter_how = f"{a0} is not on PATH"
         return
-    if PY_ARG0.match(os.path.basename(path)) or re.match(r"^python[0-9.]*$", os.path.basename(path)):
+    if re.match(r"^python[0-9.]*$", os.path.basename(path)):  # python, python3, python3.12, python2.7 ...
         k.interpreter, k.interpreter_how = path, "argv[0]"
         return
     head = (system.read_bytes(path, 64 * 1024) or b"").decode("utf-8", errors="replace")
