@@ -58,11 +58,9 @@ def run_check(system: System, opts: Optional[facts.Options] = None, only: Iterab
     steps = checks.ordered(only, skip)
     names = checks.needed_facts(steps) + ["platform"]
     if given_facts is not None:
-        from cudadoctor.facts.saved import not_saved
+        from cudadoctor.facts.saved import with_not_saved
 
-        gathered = dict(given_facts)
-        for name in facts.closure(names):
-            gathered.setdefault(name, not_saved(name))  # an older report did not gather it
+        gathered = with_not_saved(given_facts, names)
     else:
         gathered = facts.gather(system, names, opts)
     results = checks.run_steps(steps, gathered)
@@ -115,31 +113,33 @@ def unjudged_step(st, names: list):
                 evidence={"missing facts": ", ".join(names)}),))
 
 
-def add_unjudged(report, only, skip, unjudged: dict, strict: bool) -> None:
-    """Put the steps that were not judged (see steps_missing_facts) back in their place, as SKIP."""
-    done = {st.id: st for st in report.steps}
+def with_unjudged(judged: list, only, skip, unjudged: dict) -> list:
+    """The judged steps, and the steps that were not judged (see steps_missing_facts) in their place, as SKIP."""
+    done = {st.id: st for st in judged}
     steps = []
     for st in checks.ordered(only, skip):
         if st.id in done:
             steps.append(done[st.id])
         elif st.id in unjudged:
             steps.append(unjudged_step(st, unjudged[st.id]))
-    report.steps = steps
-    report.exit_code = exit_code(steps, strict)
+    return steps
+
+
+def add_unjudged(report, only, skip, unjudged: dict, strict: bool) -> None:
+    """Put the steps that were not judged (see steps_missing_facts) back in the report, as SKIP."""
+    report.steps = with_unjudged(report.steps, only, skip, unjudged)
+    report.exit_code = exit_code(report.steps, strict)
 
 
 def judge_saved(saved_facts: dict, only: Iterable[str] = ()) -> tuple:
     """(steps, exit code): today's verdicts on a saved report's (upgraded) facts, for the steps `only` (all when
     empty) that still exist; a step whose primary fact the report lacks is not judged."""
-    from cudadoctor.facts.saved import not_saved
+    from cudadoctor.facts.saved import with_not_saved
 
     known = checks.load_all()
     only = [i for i in only if i in known]
     unjudged = steps_missing_facts(only, (), saved_facts)
     todo = [s for s in checks.ordered(only) if s.id not in unjudged]
-    given = dict(saved_facts)
-    for name in facts.closure(checks.needed_facts(todo)):
-        given.setdefault(name, not_saved(name))
-    judged = {r.id: r for r in checks.run_steps(todo, given)}
-    steps = [judged[s.id] if s.id in judged else unjudged_step(s, unjudged[s.id]) for s in checks.ordered(only)]
+    judged = checks.run_steps(todo, with_not_saved(saved_facts, checks.needed_facts(todo)))
+    steps = with_unjudged(judged, only, (), unjudged)
     return steps, exit_code(steps)

@@ -68,7 +68,8 @@ def check_container(ctx: Context) -> Outcome:
                     "health.mig", Status.OK, f"{tag}: MIG on, {len(g.mig_devices)} instance(s); address them with "
                     "CUDA_VISIBLE_DEVICES=MIG-<uuid>",
                     evidence={d.get("uuid", str(i)): d.get("name", "") for i, d in enumerate(g.mig_devices)}))
-        findings.extend(memory_findings(ctx, g, tag))
+        procs = others_on(ctx, g.index)
+        findings.extend(memory_findings(ctx, g, tag, procs))
         if g.compute_mode == "Prohibited":
             findings.append(Finding(
                 "health.compute-mode-prohibited", Status.FAIL, f"{tag}: compute mode is Prohibited",
@@ -76,9 +77,8 @@ def check_container(ctx: Context) -> Outcome:
                        "unavailable').", fix=Fix("Set the default compute mode.",
                                                  (f"sudo nvidia-smi -i {g.index} -c DEFAULT",)),
                 evidence={"compute_mode": g.compute_mode}))
-        elif g.compute_mode in ("Exclusive_Process", "Exclusive_Thread") and others_on(ctx, g.index) and \
+        elif g.compute_mode in ("Exclusive_Process", "Exclusive_Thread") and procs and \
                 not (c is not None and c.mps_daemon):
-            procs = others_on(ctx, g.index)
             findings.append(Finding(
                 "health.compute-mode-exclusive", Status.WARN,
                 f"{tag}: compute mode {g.compute_mode} and {', '.join(p.label() for p in procs)} already uses it",
@@ -199,10 +199,10 @@ def check_container(ctx: Context) -> Outcome:
     return Outcome(summary, findings)
 
 
-def memory_findings(ctx: Context, g, tag: str) -> list:
-    """GPU memory used of total and who uses it (NVML); WARN when other processes fill it beyond 90%."""
+def memory_findings(ctx: Context, g, tag: str, procs: list) -> list:
+    """GPU memory used of total and who uses it (NVML; `procs`: the other processes on it); WARN when other
+    processes fill it beyond 90%."""
     line = memory_line(g)
-    procs = others_on(ctx, g.index)
     gp = ctx.fact("gpu_processes")
     who = "; ".join(p.label() for p in procs)
     ev = {f"PID {p.pid}": p.label() for p in procs}

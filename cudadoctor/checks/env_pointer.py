@@ -10,7 +10,7 @@ import dataclasses
 import re
 
 from cudadoctor.checks.common import q
-from cudadoctor.checks.envs_verdict import SHARED_FACTS, WORKS, judge_env
+from cudadoctor.checks.envs_verdict import WORKS, judge_env
 from cudadoctor.checks.registry import Context, Outcome
 from cudadoctor.model import Fix, Status
 
@@ -23,8 +23,7 @@ def working_envs(ctx: Context) -> list:
     f = ctx.fact("other_envs")
     if not f.ok:
         return []
-    shared = {n: ctx.facts[n] for n in SHARED_FACTS if n in ctx.facts}
-    return [v.env for v in (judge_env(e, shared) for e in f.value.envs) if v.verdict == WORKS]
+    return [v.env for v in (judge_env(e, ctx.facts) for e in f.value.envs) if v.verdict == WORKS]
 
 
 def kernel_name(env, target_kernel: str) -> str:

@@ -77,7 +77,8 @@ def _unresolved(e: PythonEnv) -> EnvVerdict:
 
 
 def judge_env(e: PythonEnv, shared: dict) -> EnvVerdict:
-    """The verdict of one probed environment; `shared` holds the machine's driver facts."""
+    """The verdict of one probed environment; `shared` holds the machine's driver facts (SHARED_FACTS are taken
+    from it, anything else is ignored)."""
     if not e.probed:
         return _unresolved(e)
     steps = load_all()

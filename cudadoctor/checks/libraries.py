@@ -258,13 +258,17 @@ def _severity(have: str, want: str) -> Status:
     return Status.OK if _vkey(have)[:n] == _vkey(want)[:n] else Status.WARN
 
 
+def cudnn_error(t, want: str, have: str) -> str:
+    """torch's refusal of cuDNN `have` when it was compiled against `want`: its own words when it said them."""
+    if t is not None and t.cudnn is not None and t.cudnn.version_error:
+        return t.cudnn.version_error
+    return CUDNN_ERROR.format(c=_tuple_text(want), r=_tuple_text(have))
+
+
 def torch_error(ctx: Context, lf, want: str) -> str:
     """The error torch gives with this older copy: torch's own words when it said them."""
-    t = ctx.fact("torch").value
     if lf.family.startswith("libcudnn"):
-        if t is not None and t.cudnn is not None and t.cudnn.version_error:
-            return t.cudnn.version_error
-        return CUDNN_ERROR.format(c=_tuple_text(want), r=_tuple_text(lf.version))
+        return cudnn_error(ctx.fact("torch").value, want, lf.version)
     return f"undefined symbol: … (a function of {NAMES.get(lf.family, lf.family)} {want} that {lf.version} lacks)"
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from cudadoctor.checks.common import driver_view, q
-from cudadoctor.checks.libraries import shadow_fix, shadows
+from cudadoctor.checks.libraries import cudnn_error, shadow_fix, shadows
 from cudadoctor.checks.matrix_driver import DRIVER_FACTS, _gpu_ccs, _typed
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.compat import cc_str
@@ -75,9 +75,7 @@ def check_cudnn(ctx: Context) -> Outcome:
         ev["built against"] = f"{built} ({built_from})"
     findings = []
     if built and older_than_built(loaded, built):
-        err = (tv.cudnn.version_error if tv.cudnn is not None and tv.cudnn.version_error else
-               f"RuntimeError: cuDNN version incompatibility: PyTorch was compiled  against {_tuple(built)} but "
-               f"found runtime version {_tuple(loaded)}.")
+        err = cudnn_error(tv, built, loaded)
         findings.append(Finding(
             "matrix.cudnn.older-than-torch", Status.FAIL,
             f"cuDNN {loaded} is loaded but torch {tv.version} was built against {built}: torch gives {_first(err)}",
@@ -164,11 +162,6 @@ def _older_fix(ctx: Context, tv, built: str) -> Fix:
     return Fix(f"Reinstall the cuDNN torch was built against ({built}):",
                (f"{q(py)} -m pip install --force-reinstall 'nvidia-cudnn-cu{tv.cuda.split('.')[0]}=={built}.*'",),
                TORCH_DOCS)
-
-
-def _tuple(v: str) -> str:
-    parts = [int(x) for x in v.split(".") if x.isdigit()][:3]
-    return "(" + ", ".join(str(x) for x in parts + [0] * (3 - len(parts))) + ")"
 
 
 def _first(text: str) -> str:

@@ -133,11 +133,10 @@ def _held(ctx: Context, t, err: str, call: str, ev: dict) -> Outcome:
                        fid, Status.FAIL, f"{call} failed with {_first(err)}: {why}", detail, fix, ev, "torch")])
 
 
-def _conv(ctx: Context, t, summary: str) -> list:
+def _conv(ctx: Context, t) -> list:
+    """The cuDNN conv's failure, or nothing (it passed, was skipped or was not run)."""
     c = t.conv
-    if c is None or c.skipped:
-        return []
-    if c.ok:
+    if c is None or c.skipped or c.ok:
         return []
     ev = {"error": f"{c.error_type}: {c.error}" if c.error_type else c.error, "seconds": c.seconds}
     cud = t.cudnn
@@ -192,7 +191,7 @@ def check_torch_op(ctx: Context) -> Outcome:
     parts = "torch.ones(1).cuda() + 64×64 matmul" + (" + 3×3 conv (cuDNN)" if conv is not None and conv.ok else "")
     secs = (op.seconds or 0.0) + (conv.seconds or 0.0 if conv is not None and conv.ok else 0.0)
     summary = f"{parts} in {secs:.2f} s"
-    bad = _conv(ctx, t, summary)
+    bad = _conv(ctx, t)
     if bad:
         return Outcome(f"cuDNN conv failed: {_first(conv.error)[:80]}", bad)
     if conv is not None and conv.skipped:

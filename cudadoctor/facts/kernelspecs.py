@@ -21,12 +21,12 @@ import string
 from cudadoctor.child.records import parse_marked
 from cudadoctor.facts import conda_envs
 from cudadoctor.facts.python_types import KernelSpecInfo, KernelsInfo
+from cudadoctor.facts.pythons import PY_NAME, discover
 from cudadoctor.system.base import System
 
 CHILD = os.path.join(os.path.dirname(os.path.dirname(__file__)), "child", "kernelspecs.py")
 CHILD_MARK = "@@CUDADOCTOR-KERNELS@@"
 MIRRORED = "jupyter_core 5.9.1 paths, read by cudadoctor"
-PY_ARG0 = re.compile(r"^python(3(\.\d+)?)?$")
 ABS_PYTHON = re.compile(r"(/[^\s'\"]*/python[0-9.]*)(?=[\s'\"]|$)")
 FALSY = ("no", "n", "false", "off", "0", "0.0")  # jupyter_core.paths.envset
 
@@ -128,7 +128,7 @@ def resolve_interpreter(system: System, k: KernelSpecInfo, server_python: str) -
         else:
             k.interpreter_how = f"{base} run with an environment cudadoctor cannot find"
         return
-    if "/" not in a0 and PY_ARG0.match(a0):
+    if "/" not in a0 and PY_NAME.match(a0):
         if a0 in ("python", "python3") and server_python:
             k.interpreter, k.interpreter_how = server_python, f"'{a0}' = the Jupyter server's own interpreter"
         else:
@@ -139,7 +139,7 @@ def resolve_interpreter(system: System, k: KernelSpecInfo, server_python: str) -
     if not path:
         k.interpreter_how = f"{a0} is not on PATH"
         return
-    if PY_ARG0.match(os.path.basename(path)) or re.match(r"^python[0-9.]*$", os.path.basename(path)):
+    if re.match(r"^python[0-9.]*$", os.path.basename(path)):  # python, python3, python3.12, python2.7 ...
         k.interpreter, k.interpreter_how = path, "argv[0]"
         return
     head = (system.read_bytes(path, 64 * 1024) or b"").decode("utf-8", errors="replace")
@@ -246,8 +246,6 @@ def find(info: KernelsInfo, name: str):
 def resolve_kernel(system: System, name: str, timeout: float = 15.0) -> tuple:
     """(the kernel Jupyter starts for `name` or None, every kernel found) for `check --kernel NAME`:
     the environments' share/jupyter folders are searched too (found from files only, nothing run)."""
-    from cudadoctor.facts.pythons import discover
-
     prefixes = [e.prefix for e in discover(system).envs if e.prefix]
     info = gather_kernels(system, prefixes, timeout)
     return find(info, name), info

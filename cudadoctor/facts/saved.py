@@ -13,7 +13,7 @@ crash: the step that needs it says so.
 
 from __future__ import annotations
 
-from cudadoctor.facts.registry import facts_from_dict, load_all
+from cudadoctor.facts.registry import closure, facts_from_dict, load_all
 from cudadoctor.facts.torch import kind_from_text, settle
 from cudadoctor.model import Fact
 
@@ -37,3 +37,12 @@ def facts_from_report(raw: dict) -> dict:
 
 def not_saved(name: str) -> Fact:
     return Fact.not_applicable(name, NOT_SAVED)
+
+
+def with_not_saved(given: dict, names) -> dict:
+    """The saved facts, plus "not in saved report" for every fact `names` need (with what they need) that the
+    report lacks (an older cudadoctor did not gather it); a new dict."""
+    out = dict(given)
+    for name in closure(names):
+        out.setdefault(name, not_saved(name))
+    return out

@@ -16,16 +16,12 @@ COLUMNS = ("verdict", "kind", "where", "python", "torch", "CUDA", "avail", "GPUs
 QUIET = ("no-torch",)  # verdicts whose finding is shown under the table only with -v (a Python without torch is normal)
 
 
-def kind_of(e) -> str:
-    return e.label if e.kind in ("conda", "pyenv", "uv", "kernel") else e.kind
-
-
 def cells(r) -> tuple:
     e, t = r.env, r.env.torch
     have = t is not None and t.installed and not t.import_error
     avail = "-" if not have or t.available is None else ("yes" if t.available else "no")
     gpus = "-" if not have or t.device_count is None else str(t.device_count)
-    return (r.verdict, kind_of(e), e.where if e.kind != "kernel" else e.python or e.where,
+    return (r.verdict, e.label, e.where if e.kind != "kernel" else e.python or e.where,
             (t.python_version if t is not None and t.python_version else "?" if e.probed else "-"),
             (t.version if have else "-"), ((t.cuda or "cpu") if have else "-"), avail, gpus, r.archs, r.finding.id)
 
@@ -68,10 +64,10 @@ def to_dict(rows, kernels, dv, res, exit_code: int, timeout: float) -> dict:
     envs = []
     for r in rows:
         e, t = r.env, r.env.torch
+        shown, hidden = allowed_vars(e.env)
         envs.append({
             "verdict": r.verdict, "kind": e.kind, "name": e.name, "python": e.python, "prefix": e.prefix,
-            "found_as": list(e.found_as), "aliases": list(e.aliases), "env": allowed_vars(e.env)[0],
-            "env_not_shown": allowed_vars(e.env)[1],
+            "found_as": list(e.found_as), "aliases": list(e.aliases), "env": shown, "env_not_shown": hidden,
             "env_source": e.env_source, "system_site_packages": e.system_site_packages,
             "has_ipykernel": e.has_ipykernel, "note": e.note,
             "kernel": public_kernel(e.kernel),
@@ -114,7 +110,7 @@ def _problem_lines(r, verbose: bool) -> list:
     out = []
     if not verbose and (f.status in (Status.OK, Status.SKIP) or r.verdict in QUIET):
         return out
-    who = f"{kind_of(e)} {e.where}" if e.kind != "kernel" else f"kernel {e.name} ({e.python or '?'})"
+    who = f"{e.label} {e.where}" if e.kind != "kernel" else f"kernel {e.name} ({e.python or '?'})"
     out.append((STYLES[f.status], f"{who}: {f.summary}  ({f.id})"))
     if e.env:
         out.append(("", f"    runs with {env_text(e.env)} (from {e.env_source})"))
