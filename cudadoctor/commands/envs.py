@@ -112,9 +112,10 @@ def _diff(system, specs, add, timeout, gpu_op, json_out, markdown, verbose) -> N
     from cudadoctor.checks.envs_verdict import judge_env
     from cudadoctor.cli import fail_usage
     from cudadoctor.facts.python_envs import find_all
+    from cudadoctor.facts.registry import Options
     from cudadoctor.redact import Redactor
 
-    envs, _ = find_all(system, add)
+    envs, _ = find_all(system, add, tool_timeout=Options().timeout_tool)  # CUDADOCTOR_TIMEOUT_TOOL, as plain envs
     picked = []
     for s in specs:
         e = resolve(system, envs, s)
