@@ -3,6 +3,7 @@ fact, a kernel's env reaching its child, rows that turn out to run one environme
 
 from __future__ import annotations
 
+import sys
 import time
 
 from envs_support import PY, host_env, hung_python, kernel, make_venv
@@ -98,3 +99,24 @@ def test_this_venvs_real_torch_through_a_pth_venv(tmp_path):
     e = res.envs[0]
     assert e.torch_state == "found" and e.torch.version.startswith("2.13.0") and e.torch.python == str(venv)
     assert PY != str(venv)
+
+
+
+def test_env_overlay_delegates_every_port_with_its_variables(tmp_path):
+    # A kernel's or conda env's variables reach every child the overlay starts (run, start), and the ports it
+    # does not change are the inner system's: wait (which stops at a child's last record), home (which falls
+    # back to the password database when HOME is unset), walk_tree
+    from cudadoctor.system.host import HostSystem
+
+    inner = HostSystem()
+    inner.env = {k: v for k, v in inner.env.items() if k != "HOME"}
+    o = inner.with_env({"CUDADOCTOR_T": "x1"})
+    code = "import os, sys, time; print(os.environ.get('CUDADOCTOR_T'), flush=True); time.sleep(float(sys.argv[1]))"
+    assert o.run([sys.executable, "-c", code, "0"], 10).stdout.strip() == "x1"
+    t0 = time.monotonic()
+    res = o.wait(o.start([sys.executable, "-c", code, "3"]), 10, until=lambda out: out.endswith(b"x1\n"))
+    assert res.stdout.strip() == "x1" and time.monotonic() - t0 < 2.0  # stopped at the record, not the exit
+    assert o.home() == inner.home() != ""
+    assert inner.with_env({"HOME": "/h"}).home() == "/h"
+    (tmp_path / "a").write_text("")
+    assert list(o.walk_tree(str(tmp_path))) == list(inner.walk_tree(str(tmp_path)))

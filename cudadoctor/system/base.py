@@ -194,6 +194,18 @@ class EnvOverlay(System):
     def run_lines(self, argv, timeout, on_line, env=None) -> ProcResult:
         return self._inner.run_lines(argv, timeout, on_line, env={**self._overrides, **dict(env or {})})
 
+    def start(self, argv, env=None):
+        return self._inner.start(argv, env={**self._overrides, **dict(env or {})})
+
+    def wait(self, handle, timeout, until=None) -> ProcResult:
+        return self._inner.wait(handle, timeout, until)
+
+    def home(self):
+        return self._overrides["HOME"] if self._overrides.get("HOME") else self._inner.home()
+
+    def walk_tree(self, top, prune=None, max_files=200_000):
+        return self._inner.walk_tree(top, prune, max_files)
+
     # every other port is the inner system's (which/which_all stay System's, over this env's PATH)
     def read_bytes(self, path, limit=16 * 1024 * 1024):
         return self._inner.read_bytes(path, limit)
