@@ -27,6 +27,13 @@ def parse_marked(stdout: str, mark: str, key: Optional[str] = None) -> list:
     return out
 
 
+def said_last(out: bytes, mark: str, stage: str = "done") -> bool:
+    """The output ends with a whole `mark` record of `stage`: the child has said all it will (a parent may
+    stop waiting there, see proc.finish(until=...))."""
+    i = out.rfind(mark.encode())
+    return i >= 0 and out.endswith(b"\n") and f'"stage": "{stage}"'.encode() in out[i:]
+
+
 def stop_reason(res, what: str, doing: str, crash: str = "", finished: bool = True, tail: int = 300) -> str:
     """Why a child that reports in marked lines stopped before its end ('' when it finished).
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from concurrent.futures import ThreadPoolExecutor
 
-from cudadoctor.child.records import parse_marked, stop_reason
+from cudadoctor.child.records import parse_marked, said_last, stop_reason
 from cudadoctor.facts.driver import NVML_SOURCE, nvml_child  # also registers kernel_module
 from cudadoctor.facts import environment as _environment  # noqa: F401 - registers platform
 from cudadoctor.facts.health_launch import LAUNCH_MARK, launch_argv
@@ -39,8 +39,7 @@ DEFAULT_TIMEOUT = 20.0
 
 def launch_done(out: bytes) -> bool:
     """The launch child's stdout holds its final, whole "done" record."""
-    i = out.rfind(LAUNCH_MARK.encode())
-    return i >= 0 and b'"stage": "done"' in out[i:] and out.endswith(b"\n")
+    return said_last(out, LAUNCH_MARK)
 
 
 def launch_timeout(opts: Options) -> float:

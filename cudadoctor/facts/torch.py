@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 
-from cudadoctor.child.records import parse_marked, stop_reason
+from cudadoctor.child.records import parse_marked, said_last, stop_reason
 from cudadoctor.facts.registry import Options, gatherer
 from cudadoctor.facts.types import CudnnInfo, OpResult, TorchDevice, TorchInfo
 from cudadoctor.model import Fact, FactState
@@ -44,8 +44,7 @@ PROGRESS = ("python", "import", "cuda", "init", "devices", "cudnn", "op", "conv"
 
 def probe_done(out: bytes) -> bool:
     """The probe's stdout ends with its whole "done" record (nothing it says after that matters)."""
-    i = out.rfind(MARK.encode())
-    return i >= 0 and out.endswith(b"\n") and b'"stage": "done"' in out[i:]
+    return said_last(out, MARK)
 
 
 def parse_stages(stdout: str) -> list:
