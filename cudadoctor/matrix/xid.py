@@ -7,15 +7,9 @@ when there is an Xid to judge or explain.
 from __future__ import annotations
 
 import functools
-import sys
 from dataclasses import dataclass
 
-from cudadoctor.paths import data_dir
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from cudadoctor.matrix import read_table
 
 SEVERITIES = ("info", "warn", "fail")
 ORIGINS = ("application", "driver", "firmware", "memory", "nvlink", "bus", "power", "thermal")
@@ -124,5 +118,4 @@ def validate(table: dict) -> list:
 
 @functools.lru_cache(maxsize=1)
 def catalogue() -> Catalogue:
-    with open(data_dir("matrix") / "xid.toml", "rb") as f:
-        return Catalogue(tomllib.load(f))
+    return Catalogue(read_table("xid"))
