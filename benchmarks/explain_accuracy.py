@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-from explain_sets import DATA, answer, cases  # noqa: E402  (the tests' loader: one way to read a set)
+from explain_sets import DATA, cases, score  # noqa: E402  (the tests' loader and scorer: one way to read a set)
 
 SETS = {
     "unseen (blind, issue 17)": DATA / "explain_unseen/cases.toml",
@@ -31,24 +31,6 @@ SETS = {
     "dev2 (round 3's tuning set, issue 17)": DATA / "explain_dev2/cases.toml",
     "corpus (in-sample)": DATA / "explain_corpus",
 }
-
-
-def score(cs: list, strict: bool = False) -> dict:
-    per: dict = {}
-    misses = []
-    top1 = top3 = 0
-    for c in cs:
-        ids = answer(c["text"], strict)
-        hit1, hit3 = ids[:1] == [c["id"]], c["id"] in ids[:3]
-        top1 += hit1
-        top3 += hit3
-        p = per.setdefault(c["id"], [0, 0, 0])
-        p[0] += 1
-        p[1] += hit1
-        p[2] += hit3
-        if not hit1:
-            misses.append((c["id"], ids[:3], c.get("url", "")))
-    return {"n": len(cs), "top1": top1, "top3": top3, "per": per, "misses": misses}
 
 
 def pct(a: int, n: int) -> str:

@@ -236,28 +236,28 @@ def relocatable_rescue(relocatable: list, cc: tuple, driver_cuda: Optional[str] 
 def judge_modules(loader: list, relocatable: list, cc: tuple, driver_cuda: Optional[str] = None) -> FileVerdict:
     """Each loader module judged on its own; the file's verdict is its worst module's."""
     cc = tuple(cc)
+    # the load-time link of the -rdc objects depends on them and the GPU only: the same for every module
+    rescue = relocatable_rescue(relocatable, cc, driver_cuda) if relocatable else None
     out = []
     for m in loader:
         if m.stub or not (m.sass or m.ptx):
-            rescue = relocatable_rescue(relocatable, cc, driver_cuda) if relocatable and not m.stub else None
-            if rescue:
+            if m.stub or not relocatable:
+                out.append(ModuleVerdict(m, NO_KERNELS, "", "no kernels in this module (a device-link stub)"))
+            elif rescue:
                 out.append(ModuleVerdict(m, PTX_JIT, "", rescue))
-            elif relocatable and not m.stub:
+            else:
                 out.append(ModuleVerdict(m, NO_IMAGE, "", "an -rdc program whose relocatable objects have no PTX "
                                          f"this GPU can JIT and no SASS for exactly cc {cc_str(cc)} (CUDA error 500 "
                                          "'named symbol not found' or 209 at launch)"))
-            else:
-                out.append(ModuleVerdict(m, NO_KERNELS, "", "no kernels in this module (a device-link stub)"))
             continue
         sel = select_for_binary(m.sass, m.ptx, cc, driver_cuda, m.ptx_isa)
         if not verdict_runs(sel.verdict) and relocatable:
-            rescue = relocatable_rescue(relocatable, cc, driver_cuda)
             if rescue:
                 out.append(ModuleVerdict(m, PTX_JIT, "", rescue))
                 continue
             sel = Selection(sel.verdict, sel.image, sel.reason + "; its relocatable (-rdc) objects cannot be linked "
                             "for it at load time either (CUDA error 500 'named symbol not found' at launch)")
-        if not verdict_runs(sel.verdict) and sel.verdict == NO_IMAGE and _only_other_gpus(m, cc):
+        if sel.verdict == NO_IMAGE and _only_other_gpus(m, cc):
             out.append(ModuleVerdict(m, OTHER_GPUS, "", f"built only for other GPUs ({', '.join(m.sass + m.ptx)})"))
             continue
         out.append(ModuleVerdict(m, sel.verdict, sel.image, sel.reason))

@@ -48,15 +48,27 @@ def answer(text: str, strict: bool = False) -> list:
     return [m.id for m in found] if strict else rank.answer_ids(SIGS, found, text)
 
 
+def score(cs: list, strict: bool = False) -> dict:
+    """Top-1/top-3 of explain's answer on cases: {n, top1, top3, per: id -> [cases, top-1, top-3],
+    misses: [(expected id, top-3 answer, url)] of the cases not right at top-1}."""
+    per: dict = {}
+    misses = []
+    top1 = top3 = 0
+    for c in cs:
+        ids = answer(c["text"], strict)
+        hit1, hit3 = ids[:1] == [c["id"]], c["id"] in ids[:3]
+        top1 += hit1
+        top3 += hit3
+        p = per.setdefault(c["id"], [0, 0, 0])
+        p[0] += 1
+        p[1] += hit1
+        p[2] += hit3
+        if not hit1:
+            misses.append((c["id"], ids[:3], c.get("url", "")))
+    return {"n": len(cs), "top1": top1, "top3": top3, "per": per, "misses": misses}
+
+
 def accuracy(path: Path, strict: bool = False) -> tuple:
     """(top-1, top-3, n, misses) on a set."""
-    top1 = top3 = 0
-    misses = []
-    cs = cases(path)
-    for c in cs:
-        got = answer(c["text"], strict)
-        top1 += got[:1] == [c["id"]]
-        top3 += c["id"] in got[:3]
-        if got[:1] != [c["id"]]:
-            misses.append((c["id"], got[:3], c["url"]))
-    return top1, top3, len(cs), misses
+    r = score(cases(path), strict)
+    return r["top1"], r["top3"], r["n"], r["misses"]

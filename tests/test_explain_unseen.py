@@ -5,6 +5,8 @@ tests/data/explain_unseen/RESULTS.md."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from explain_sets import CORPUS, DEV, DEV2, FRESH, FRESH2, HELDOUT, SIGS, UNSEEN, accuracy, cases, urls
@@ -37,9 +39,7 @@ def test_set_is_well_formed(name):
 
 def test_blind_set_has_four_reports_per_id_and_a_hundred_in_all():
     cs = cases(UNSEEN)
-    counts: dict = {}
-    for c in cs:
-        counts[c["id"]] = counts.get(c["id"], 0) + 1
+    counts = Counter(c["id"] for c in cs)
     assert len(cs) >= 100
     assert min(counts.values()) >= 4, counts
     assert len(counts) >= 29
@@ -49,9 +49,7 @@ def test_round3_fresh_set_has_three_reports_per_id_and_a_hundred_in_all():
     if not FRESH2.exists():
         pytest.skip(f"{FRESH2} not collected yet")
     cs = cases(FRESH2)
-    counts: dict = {}
-    for c in cs:
-        counts[c["id"]] = counts.get(c["id"], 0) + 1
+    counts = Counter(c["id"] for c in cs)
     assert len(cs) >= 100
     assert min(counts.values()) >= 3, counts
     assert set(counts) == {s.id for s in SIGS}

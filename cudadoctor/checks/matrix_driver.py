@@ -75,12 +75,12 @@ def check_driver_toolkit(ctx: Context) -> Outcome:
         ev = {"driver": dv.version, "driver_cuda": dcuda, "nvcc": inst.nvcc, "nvcc_version": inst.version,
               "min_driver_full": need["full"], "min_driver_minor_compat": need["floor"]}
         if verdict == "full":
-            findings.append(Finding("matrix.driver-toolkit.ok", Status.OK,
-                                    f"driver {dv.version} (CUDA {dcuda}) fully runs nvcc {inst.version}",
-                                    evidence=ev, affects=inst.nvcc))
+            f = Finding("matrix.driver-toolkit.ok", Status.OK,
+                        f"driver {dv.version} (CUDA {dcuda}) fully runs nvcc {inst.version}",
+                        evidence=ev, affects=inst.nvcc)
         elif verdict == "minor-version":
             arch = " ".join(sm_flag(c) for c in ccs) or "-arch=sm_XY"
-            findings.append(Finding(
+            f = Finding(
                 "matrix.driver-toolkit.minor-compat", Status.WARN,
                 f"nvcc {inst.version} is newer than driver {dv.version} (CUDA {dcuda}): runs under minor-version compatibility",
                 detail=(f"Programs built by nvcc {inst.version} run on this driver through CUDA minor-version "
@@ -91,9 +91,9 @@ def check_driver_toolkit(ctx: Context) -> Outcome:
                         f"compatibility."),
                 fix=Fix(f"Compile real GPU code ({arch}) or upgrade the driver to >= {need['full']}",
                         tuple(driver_upgrade_commands(need["full"] or "")), DRIVER_DOCS),
-                evidence=ev, affects=inst.nvcc))
+                evidence=ev, affects=inst.nvcc)
         elif verdict == "too-old":
-            findings.append(Finding(
+            f = Finding(
                 "matrix.driver-toolkit.driver-too-old", Status.FAIL,
                 f"driver {dv.version} (CUDA {dcuda}) is too old for nvcc {inst.version}",
                 detail=(f"CUDA {inst.version} needs driver >= {need['floor'] or need['full']} "
@@ -101,13 +101,12 @@ def check_driver_toolkit(ctx: Context) -> Outcome:
                         f"with error 35 (CUDA driver version is insufficient for CUDA runtime version)."),
                 fix=Fix(f"Upgrade the driver to >= {need['full']}, or use a CUDA toolkit <= {dcuda}",
                         tuple(driver_upgrade_commands(need["full"] or "")), DRIVER_DOCS),
-                evidence=ev, affects=inst.nvcc))
+                evidence=ev, affects=inst.nvcc)
         else:
-            findings.append(Finding("matrix.driver-toolkit.unknown", Status.SKIP,
-                                    f"cannot compare driver {dv.version} with nvcc {inst.version}: not in the data",
-                                    evidence=ev, affects=inst.nvcc))
-    findings = [_nearest(f, m, f.evidence.get("nvcc_version", ""), _need(m, f.evidence.get("nvcc_version", "")))
-                for f in findings]
+            f = Finding("matrix.driver-toolkit.unknown", Status.SKIP,
+                        f"cannot compare driver {dv.version} with nvcc {inst.version}: not in the data",
+                        evidence=ev, affects=inst.nvcc)
+        findings.append(_nearest(f, m, inst.version, need))
     worst = [f for f in findings if f.status is not Status.OK]
     return Outcome(worst[0].summary if worst else f"driver {dv.version} runs every installed nvcc", findings)
 

@@ -134,14 +134,13 @@ def check_cudnn(ctx: Context) -> Outcome:
                                 evidence=ev))
     # Verdicts drawn from an older row of the data are marked; torch's own refusal of an older cuDNN
     # (matrix.cudnn.older-than-torch) comes from torch's versions, not from a row, and stays as it is.
-    # (mark_all marks every finding when given no ids: name a non-id when nothing else is there)
-    from_rows = tuple(f.id for f in findings if f.id != "matrix.cudnn.older-than-torch") or ("-",)
+    not_from_rows = ("matrix.cudnn.older-than-torch",)
     if near:
         findings = mark_all(findings, f"cuDNN {loaded}", near["label"], f"cuDNN {m.cudnn_data_stops_at}",
-                            ids=from_rows)
+                            keep=not_from_rows)
     elif tnear:
         findings = mark_all(findings, f"torch {tv.version}", tnear["row"], f"torch {m.torch_data_stops_at}",
-                            ids=from_rows)
+                            keep=not_from_rows)
         findings = [refix(f, f"Reinstall torch {tv.version} with the cuDNN its wheel pins (at least "
                              f"{tnear['cudnn']}, the pin of torch {tnear['torch']}) and keep other cuDNN folders off "
                              f"LD_LIBRARY_PATH",

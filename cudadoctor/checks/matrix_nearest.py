@@ -22,9 +22,9 @@ def mark(f: Finding, have: str, row: str, stops: str, soften: bool = True) -> Fi
                                evidence={**f.evidence, "matrix_row": unverified(have, row, stops)})
 
 
-def mark_all(findings: list, have: str, row: str, stops: str, ids: tuple = ()) -> list:
-    """`mark` every finding (or those whose id is in `ids`); SKIPs are left alone."""
-    return [mark(f, have, row, stops) if not ids or f.id in ids else f for f in findings]
+def mark_all(findings: list, have: str, row: str, stops: str, keep: tuple = ()) -> list:
+    """`mark` every finding but those whose id is in `keep`; SKIPs are left alone."""
+    return [f if f.id in keep else mark(f, have, row, stops) for f in findings]
 
 
 def refix(f: Finding, text: str, commands: tuple) -> Finding:

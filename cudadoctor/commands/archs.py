@@ -59,12 +59,10 @@ def register(app: typer.Typer) -> None:
                 rec["reason"] = "no SASS or PTX in this file"
             elif target:
                 from cudadoctor.compat import judge_modules
-                from cudadoctor.probes.scan import VENDOR, is_vendor_library
+                from cudadoctor.probes.scan import VENDOR, is_vendor_library, name_failing
 
-                fv = judge_modules(loader, reloc, target, driver_cuda or None)
-                failing = [b.modules[v.module.index] for v in fv.modules if not verdict_runs(v.verdict)]
-                if failing:  # name them by their kernels, then judge again (a module may prove empty)
-                    fatbin.name_modules_in_file(system, path, failing[:64])
+                fv, named = name_failing(system, path, b, target, driver_cuda or None)
+                if named:  # the failing modules named by their kernels: judge again (a module may prove empty)
                     loader, reloc = b.judged_modules()
                     fv = judge_modules(loader, reloc, target, driver_cuda or None)
                 rec.update(verdict=fv.verdict, image=fv.image, reason=fv.reason,

@@ -31,7 +31,7 @@ def register(app: typer.Typer) -> None:
         or nothing to judge against."""
         from cudadoctor.cli import check_python_option, fail_usage
         from cudadoctor.compat import cc_str, parse_cc
-        from cudadoctor.probes.scan import CANNOT_RUN, arch_list_verdict, judge, scan_dirs, scan_python
+        from cudadoctor.probes.scan import CANNOT_RUN, MAX_FILES, arch_list_verdict, judge, scan_dirs, scan_python
         from cudadoctor.system.host import HostSystem
 
         system = HostSystem()
@@ -50,7 +50,7 @@ def register(app: typer.Typer) -> None:
             target, driver_cuda = g.cc, g.driver_cuda
             note = g.name if g.cc else g.error
         if path is not None:
-            info = scan_dirs(system, [os.path.abspath(path)], max_files=max_files or 400_000, cc=target)
+            info = scan_dirs(system, [os.path.abspath(path)], max_files=max_files or MAX_FILES, cc=target)
         else:
             info, err = scan_python(system, python or system.own_python(), cc=target, max_files=max_files)
             if err:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from cudadoctor import compat
+from cudadoctor.explain import versions
 
 MAX_MATCHES = 3  # personalise at most this many matches (the facts of the others are not gathered)
 TORCH_FACTS = {"torch"}
@@ -232,8 +233,7 @@ def _from_text(match, out: Personal, m) -> None:
         out.notes.append(f"torch expects cuDNN {c['compiled']}, found {c['runtime']}")
     if "request" in c:
         out.notes.append(f"the failed allocation asked for {c['request']}")
-    needs = next((v for k, v in sorted(c.items()) if k.startswith("needs_cuda")), "")
-    has = next((v for k, v in sorted(c.items()) if k.startswith("has_cuda")), "")
+    needs, has = versions.reading(c, "needs_cuda"), versions.reading(c, "has_cuda")  # as driver-too-old's gate
     if needs and has:
         out.notes.append(f"the report shows code built for CUDA {needs} and a driver that runs CUDA up to {has}")
 

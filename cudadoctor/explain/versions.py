@@ -41,7 +41,7 @@ def driver_too_old(needs: str, has: str) -> bool:
 GATES = {"driver_too_old": driver_too_old}  # name in the signature data -> comparison
 
 
-def _value(caps: dict, name: str) -> Optional[str]:
+def reading(caps: dict, name: str) -> Optional[str]:
     """caps[name], or caps[name_<anything>]: a regex cannot repeat a group name across alternatives."""
     if not name:
         return None
@@ -51,6 +51,6 @@ def _value(caps: dict, name: str) -> Optional[str]:
 
 
 def gate_holds(gate: dict, caps: dict) -> bool:
-    needs, has = _value(caps, gate.get("needs", "")), _value(caps, gate.get("has", ""))
+    needs, has = reading(caps, gate.get("needs", "")), reading(caps, gate.get("has", ""))
     test = GATES.get(gate.get("test", "driver_too_old"))
     return bool(needs and has and test and test(needs, has))

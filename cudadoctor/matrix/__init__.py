@@ -264,13 +264,6 @@ class Matrix:
             "source": var["source"], "confidence": var["confidence"], "note": var.get("note", ""),
         }
 
-    def nearest_torch_release(self, torch_version: str) -> Optional[dict]:
-        """The newest release row at or below `torch_version` (for a torch newer than the data: the
-        last row); None when it is older than the data or does not parse."""
-        mm = major_minor((torch_version or "").split("+")[0])
-        rows = [r for r in self.torch_releases if mm is not None and major_minor(r["torch"]) <= mm]
-        return rows[-1] if rows else None
-
     def torch_variants(self, torch_version: str) -> list:
         rel = self.torch_release(torch_version)
         if rel is None:

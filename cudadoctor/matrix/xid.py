@@ -10,6 +10,7 @@ import functools
 from dataclasses import dataclass
 
 from cudadoctor.matrix import read_table
+from cudadoctor.matrix.schema import CONFIDENCE
 
 SEVERITIES = ("info", "warn", "fail")
 ORIGINS = ("application", "driver", "firmware", "memory", "nvlink", "bus", "power", "thermal")
@@ -111,7 +112,7 @@ def validate(table: dict) -> list:
         if r.get("severity") != severity_rule(r.get("action", ""), r.get("origin", "")):
             out.append(f"{where}: severity {r.get('severity')!r} breaks the rule (expected "
                        f"{severity_rule(r.get('action', ''), r.get('origin', ''))!r})")
-        if r.get("confidence") not in ("verified", "verified-secondary", "inferred"):
+        if r.get("confidence") not in CONFIDENCE:
             out.append(f"{where}: confidence {r.get('confidence')!r}")
     return out
 

@@ -22,6 +22,7 @@ from typing import Optional
 from urllib.parse import unquote, urlparse
 
 from cudadoctor.probes.fatbin import is_candidate_name
+from cudadoctor.probes.where import _abs, _first_line
 
 
 @dataclass(frozen=True)
@@ -85,8 +86,7 @@ class Owners:
 
     def _index_egg_link(self, sd: str, name: str) -> None:
         s = self.system
-        text = s.read_text(os.path.join(sd, name), 1 << 16) or ""
-        src = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+        src = _first_line(s, os.path.join(sd, name))
         if not src:
             return
         src = s.realpath(_abs(src, sd))
@@ -125,7 +125,3 @@ class Owners:
             if o:
                 return o
         return Owner()
-
-
-def _abs(p: str, base: str) -> str:
-    return p if os.path.isabs(p) else os.path.normpath(os.path.join(base, p))

@@ -31,6 +31,7 @@ from cudadoctor.compat import (
     parse_cc,
     select_for_binary,
     select_image,
+    verdict_runs,
 )
 from cudadoctor.probes import fatbin
 from cudadoctor.probes.owners import Owners
@@ -203,20 +204,23 @@ def _read_one(system, path: str, root: Root, cc: Optional[tuple]) -> Optional[Sc
     if not b.has_cuda:
         return None
     if cc:
-        _name_failing(system, path, b, cc)
+        name_failing(system, path, b, cc)
     loader, reloc = b.judged_modules()
     if not (b.sass or b.ptx or reloc):
         return None
     return ScanFile(path, pkg, b.format, b.sass, b.ptx, b.ptx_isa(), modules=loader, relocatable=reloc, **common)
 
 
-def _name_failing(system, path: str, b, cc: tuple) -> None:
-    """Read kernel names of the modules that cannot run on `cc` (at most 64 per file)."""
+def name_failing(system, path: str, b, cc: tuple, driver_cuda: Optional[str] = None) -> tuple:
+    """Judge `b` (read from `path`) for `cc` module by module and read the kernel names of the modules that
+    cannot run there (at most 64 per file). (the verdict, judged before the names were read; whether any
+    module was named): judged again, a named module may prove empty."""
     loader, reloc = b.judged_modules()
-    fv = judge_modules(loader, reloc, cc)
-    want = [b.modules[v.module.index] for v in fv.modules if v.verdict not in RUNS][:64]
+    fv = judge_modules(loader, reloc, cc, driver_cuda)
+    want = [b.modules[v.module.index] for v in fv.modules if not verdict_runs(v.verdict)][:64]
     if want:
         fatbin.name_modules_in_file(system, path, want)
+    return fv, bool(want)
 
 
 def _own(system, f: ScanFile, owners: Owners, root: Root) -> None:

@@ -18,7 +18,7 @@ from packaging.version import Version
 
 from cudadoctor.matrix.versions import major_minor, mm_text, parse_version
 from matrix_refresh.index import cu_tag, linux_x86_wheel, pins, variant_wheel
-from matrix_refresh.wheel import arch_list
+from matrix_refresh.wheel import arch_list, extra_targets
 
 
 @dataclass
@@ -91,8 +91,7 @@ def _variant_row(cu: str, cuda: str, read: Optional[dict], pin: dict, role: str,
         row["nccl"] = pin["nccl"]
     row.update(source=source + (["WHEEL"] if archs else []), confidence="verified" if known else "inferred")
     if read and not read.get("error"):
-        base = {f"sm_{a.replace('.', '')}" for a in archs}
-        extra = sorted(a for a in (read.get("sass_counts") or {}) if a not in base)
+        extra = extra_targets(read.get("sass_counts") or {})
         row["note"] = (f"read from {read.get('filename', 'its wheel')}: arch list {';'.join(archs)}"
                        f"{' +PTX ' + ';'.join(ptx) if ptx else ''}"
                        f"{'; also ' + ', '.join(extra) + ' for a few kernels' if extra else ''}")

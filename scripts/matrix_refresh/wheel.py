@@ -140,9 +140,7 @@ class WheelArchs:
 
     @property
     def extra(self) -> list:
-        """Targets only a few kernels are built for (sm_90a, sm_100a): not part of the arch list."""
-        base = set(self.archs)
-        return sorted(a for a in self.sass_counts if _plain_cc(a) not in base)
+        return extra_targets(self.sass_counts)
 
 
 def _plain_cc(name: str) -> Optional[str]:
@@ -164,6 +162,12 @@ def arch_list(counts: dict) -> list:
     plain = [(a, _plain_cc(a)) for a, n in counts.items() if n * 2 >= top]
     ccs = sorted({cc for _, cc in plain if cc}, key=lambda s: tuple(int(x) for x in s.split(".")))
     return ccs
+
+
+def extra_targets(counts: dict) -> list:
+    """Targets only a few kernels are built for (sm_90a, sm_100a): not part of the arch list."""
+    base = set(arch_list(counts))
+    return sorted(a for a in counts if _plain_cc(a) not in base)
 
 
 def _member_offset(ranges, info: zipfile.ZipInfo) -> int:
