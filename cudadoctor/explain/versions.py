@@ -38,7 +38,13 @@ def driver_too_old(needs: str, has: str) -> bool:
     return n[0] < 11 and n[1] > h[1]
 
 
-GATES = {"driver_too_old": driver_too_old}  # name in the signature data -> comparison
+def differs(needs: str, has: str) -> bool:
+    """Do two CUDA versions (torch's build, the nvcc release) differ at major.minor?"""
+    n, h = cuda_version(needs), cuda_version(has)
+    return n is not None and h is not None and n != h
+
+
+GATES = {"driver_too_old": driver_too_old, "differs": differs}  # name in the signature data -> comparison
 
 
 def reading(caps: dict, name: str) -> Optional[str]:
