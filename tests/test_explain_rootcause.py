@@ -293,3 +293,21 @@ def test_round4_wordings_do_not_overreach(text, not_first):
                                             ("x", "11.8", False)])
 def test_differs_rule(needs, has, diff):
     assert versions.differs(needs, has) is diff
+
+
+@pytest.mark.parametrize("text,want", [("cu121", "12.1"), ("12.4", "12.4"), ("102", "10.2"), ("junk", "junk")])
+def test_versions_are_shown_as_people_write_them(text, want):
+    assert versions.pretty(text) == want
+
+
+def test_gate_notes_show_versions_not_wheel_tags():
+    from cudadoctor.explain import personal
+
+    def notes(text: str, sig: str) -> list:
+        found = {m.id: m for m in rank.matches(SIGS, SCANNER.scan_text(text))}
+        return personal.personalise(found[sig], {}, personal.load_matrix()).notes
+
+    assert any("built for CUDA 12.1 and a driver that runs CUDA up to 11.4" in n for n in notes(
+        "torch 2.3.0+cu121\nCUDA Version: 11.4\n", "driver-too-old"))
+    assert any("torch built for CUDA 11.8 and nvcc 11.5" in n for n in notes(
+        "torch 2.1.0+cu118\nCuda compilation tools, release 11.5, V11.5.119\n", "nvcc-torch-mismatch"))

@@ -235,7 +235,12 @@ def _from_text(match, out: Personal, m) -> None:
         out.notes.append(f"the failed allocation asked for {c['request']}")
     needs, has = versions.reading(c, "needs_cuda"), versions.reading(c, "has_cuda")  # as driver-too-old's gate
     if needs and has:
-        out.notes.append(f"the report shows code built for CUDA {needs} and a driver that runs CUDA up to {has}")
+        out.notes.append(f"the report shows code built for CUDA {versions.pretty(needs)} and a driver that runs CUDA "
+                         f"up to {versions.pretty(has)}")
+    torch_cuda, nvcc = versions.reading(c, "torch_cuda"), versions.reading(c, "nvcc_release")  # nvcc-torch-mismatch's gate
+    if torch_cuda and nvcc and versions.differs(torch_cuda, nvcc):
+        out.notes.append(f"the report shows torch built for CUDA {versions.pretty(torch_cuda)} and nvcc "
+                         f"{versions.pretty(nvcc)}")
 
 
 def _generic(match, facts, m, out: Personal) -> None:

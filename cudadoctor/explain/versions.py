@@ -26,6 +26,12 @@ def cuda_version(text: str) -> Optional[tuple]:
     return int(m.group(1)), int(m.group(2) or 0)
 
 
+def pretty(text: str) -> str:
+    """A CUDA version as people write it: 'cu121' -> '12.1', '12.4' stays; unreadable text unchanged."""
+    v = cuda_version(text)
+    return f"{v[0]}.{v[1]}" if v else text
+
+
 def driver_too_old(needs: str, has: str) -> bool:
     """Is a driver whose newest CUDA is `has` too old for code built with CUDA `needs`? From CUDA 11
     on, a driver runs any minor release of its major one (minor version compatibility, no PTX JIT);
