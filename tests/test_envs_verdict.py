@@ -3,6 +3,8 @@ torch probe outputs; exit codes; fixes that point at kernel.json or the conda en
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from fakes.system import FakeCmd
 from scenarios import h200, torch_stages
@@ -98,3 +100,25 @@ def test_exit_codes():
     assert ev.exit_code(_rows("works", "no-torch", "cpu-only"), strict=True) == 0
     assert ev.exit_code(_rows("cpu-only", "no-torch")) == 1
     assert ev.exit_code([]) == 1
+
+
+def test_archs_column_judges_the_gpus_this_environment_sees():
+    """An environment whose CUDA_VISIBLE_DEVICES leaves it only the H200 is not 'none' because of a hidden
+    GPU torch has no kernels for: the column agrees with the capability step (which applies the variable)."""
+    from fakes.system import FakeCmd as Cmd
+    from scenarios import nvml_answer, smi_csv_answer
+
+    second = {"index": 1, "name": "NVIDIA GeForce RTX 5090", "uuid": "GPU-5090", "pci_bus_id": "00000000:00:07.0",
+              "compute_capability": "12.0"}
+    first = json.loads(nvml_answer())["gpus"][0]
+    two = nvml_answer(device_count=2, gpus=[first, dict(first, **second)])
+    csv = smi_csv_answer() + "1, NVIDIA GeForce RTX 5090, GPU-5090, 00000000:00:07.0, 12.0, 32607, 580.159.04, " \
+                             "Disabled, Enabled, Default\n"
+    for visible, archs in (("0", "sm_90"), (None, "none"), ("", "-")):
+        fs = h200(nvml=Cmd(two), smi_csv=Cmd(csv))
+        fs.add_exe(PY)
+        fs.on([PY, PROBE_SCRIPT, "--no-op"], Cmd(torch_stages(python=PY, upto="import", visible=visible, arch=["sm_90"])))
+        env = {} if visible is None else {"CUDA_VISIBLE_DEVICES": visible}
+        res = probe_all(fs, [PythonEnv(python=PY, kind="venv", env=env)], timeout=5)
+        r = ev.judge_env(res.envs[0], facts.gather(fs, list(ev.SHARED_FACTS), facts.Options()))
+        assert r.archs == archs, (visible, r.archs)

@@ -11,7 +11,7 @@ from cudadoctor.model import Finding, Fix, Status
 GET_STARTED = "https://pytorch.org/get-started/locally/"
 
 
-def _devices(ctx: Context) -> list:
+def torch_devices(ctx: Context) -> list:
     """(index, name, cc) of the devices torch sees; else (torch's first CUDA call failed, or it died before it
     read them all) those the driver sees, as far as CUDA_VISIBLE_DEVICES leaves them to torch."""
     t = ctx.fact("torch").value
@@ -20,7 +20,7 @@ def _devices(ctx: Context) -> list:
         return [(d.index, d.name, parse_cc(d.capability)) for d in t.devices]
     gpus = driver_view(ctx).gpus
     vis = visible_ordinals(t.visible_devices if t is not None else None, len(gpus), [g.uuid for g in gpus])
-    if vis:
+    if vis is not None:  # CUDA_VISIBLE_DEVICES is set: only what it leaves (none when it hides them all)
         by_index = {g.index: g for g in gpus}
         return [(n, by_index[i].name, by_index[i].cc) for n, i in enumerate(vis) if i in by_index]
     return [(g.index, g.name, g.cc) for g in gpus]
@@ -62,7 +62,7 @@ def _fix_for(ctx: Context, cc: tuple, t, py: str) -> Fix:
 def check_capability(ctx: Context) -> Outcome:
     """Compute capability and architecture of each device vs torch.cuda.get_arch_list()."""
     t = ctx.fact("torch").value
-    devices = _devices(ctx)
+    devices = torch_devices(ctx)
     if not devices:
         return Outcome("no device to check", [Finding("device.capability.no-devices", Status.SKIP,
                                                       "no visible device to check")])

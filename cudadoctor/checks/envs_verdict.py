@@ -16,7 +16,7 @@ from typing import Optional
 
 from cudadoctor.checks.common import driver_view, q
 from cudadoctor.checks.registry import Context, load_all, run_one
-from cudadoctor.compat import NATIVE, PTX_JIT, parse_cc, select_image
+from cudadoctor.compat import NATIVE, PTX_JIT, select_image
 from cudadoctor.facts.python_envs import torch_fact
 from cudadoctor.facts.python_types import PythonEnv
 from cudadoctor.model import FactState, Finding, Fix, Status, worst
@@ -41,9 +41,10 @@ def archs_cover(ctx: Context) -> str:
     t = ctx.fact("torch").value
     if t is None or not t.installed or not t.cuda or not t.arch_list:
         return "-"
-    ccs = [parse_cc(d.capability) for d in t.devices] if t.available and t.devices else [
-        g.cc for g in driver_view(ctx).gpus]
-    ccs = [c for c in ccs if c]
+    from cudadoctor.checks.capability import torch_devices  # the GPUs the capability step judges: as far as
+    # CUDA_VISIBLE_DEVICES leaves them to this environment's torch, so the column and the verdict agree
+
+    ccs = [cc for _, _, cc in torch_devices(ctx) if cc]
     if not ccs:
         return "-"
     sass = [a for a in t.arch_list if a.startswith("sm_")]
