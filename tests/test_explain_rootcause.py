@@ -311,3 +311,28 @@ def test_gate_notes_show_versions_not_wheel_tags():
         "torch 2.3.0+cu121\nCUDA Version: 11.4\n", "driver-too-old"))
     assert any("torch built for CUDA 11.8 and nvcc 11.5" in n for n in notes(
         "torch 2.1.0+cu118\nCuda compilation tools, release 11.5, V11.5.119\n", "nvcc-torch-mismatch"))
+
+
+# Round 4, from the round-4 tuning set (tests/data/explain_dev3)
+@pytest.mark.parametrize("text,first", [
+    # torch's "Found no NVIDIA driver" in a docker-compose run: the container was given no GPU
+    ("$ docker-compose run generate\nRuntimeError: Found no NVIDIA driver on your system. Please check that you "
+     "have an NVIDIA GPU and installed a driver", "container-toolkit"),
+    ("Fatal CUDNN_NOT_SUPPORTED error.", "cublas-cudnn-status"),
+    ("Assertion `t >= 0 && t < n_classes` failed.", "illegal-memory-access"),
+    ("[Bug]: ncclAllReduce deadlocks on 2x RTX 5880 Ada (PCIe PHB topology, no NVLink)", "nccl"),
+    ("collab section isnt working, it is asking for Nvidia driver", "no-driver-or-device"),
+    ("Torch does not have CUDA\nthe update dumbed down torch to no cuda", "torch-cpu-only"),
+])
+def test_round4_tuning_set_wordings(text, first):
+    assert answer(text)[:1] == [first], answer(text)
+
+
+@pytest.mark.parametrize("text,not_first", [
+    # the container got the GPU: a missing driver is the host's
+    ("docker run --gpus all img\nRuntimeError: Found no NVIDIA driver on your system.", "container-toolkit"),
+    # a hang that does not name NCCL is not NCCL's
+    ("the training hangs after epoch 3 on one GPU", "nccl"),
+])
+def test_round4_tuning_set_wordings_do_not_overreach(text, not_first):
+    assert not_first not in ids(text), ids(text)
