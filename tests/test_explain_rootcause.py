@@ -336,3 +336,23 @@ def test_round4_tuning_set_wordings(text, first):
 ])
 def test_round4_tuning_set_wordings_do_not_overreach(text, not_first):
     assert not_first not in ids(text), ids(text)
+
+
+# Round 4: CUDA's own error names (driver API CUDA_ERROR_*, runtime cudaError*, the math libraries' status
+# codes) for causes the signatures already cover, from NVIDIA's error enums rather than from any report
+@pytest.mark.parametrize("text,first", [
+    ("cudaErrorInvalidDeviceFunction: invalid device function", "no-kernel-image"),
+    ("CUDA_ERROR_ILLEGAL_INSTRUCTION: an illegal instruction was encountered", "illegal-memory-access"),
+    ("CUDA_ERROR_MISALIGNED_ADDRESS", "illegal-memory-access"),
+    ("RuntimeError: CUDA error: uncorrectable ECC error encountered", "xid-event"),
+    ("RuntimeError: cuFFT error: CUFFT_INTERNAL_ERROR", "cublas-cudnn-status"),
+    ("CURAND_STATUS_LAUNCH_FAILURE", "cublas-cudnn-status"),
+    ("CUDNN_STATUS_ARCH_MISMATCH", "cublas-cudnn-status"),
+    ("CUDA driver error: device not ready", "launch-timeout"),
+])
+def test_cuda_error_names(text, first):
+    assert answer(text)[:1] == [first], answer(text)
+
+
+def test_arch_mismatch_offers_the_arch_causes_next():
+    assert answer("CUDNN_STATUS_ARCH_MISMATCH")[1:3] == ["torch-arch-unsupported", "no-kernel-image"]
