@@ -20,6 +20,9 @@ DEV = DATA / "explain_dev" / "cases.toml"  # issue 17's tuning set (in-sample)
 FRESH = DATA / "explain_fresh" / "cases.toml"  # issue 17's last check, collected after tuning
 DEV2 = DATA / "explain_dev2" / "cases.toml"  # issue 17 round 3's tuning set (in-sample)
 FRESH2 = DATA / "explain_fresh2" / "cases.toml"  # issue 17 round 3's fresh set, collected after round 3's tuning
+FRESH3 = DATA / "explain_fresh3" / "cases.toml"  # issue 17 round 4's blind set, committed before round 4's tuning
+DEV3 = DATA / "explain_dev3" / "cases.toml"  # issue 17 round 4's tuning set (split from fresh3's collection)
+DEV4 = DATA / "explain_dev4" / "cases.toml"  # issue 17 round 4's second tuning set, collected after fresh3
 
 SIGS = signatures.load()
 SCANNER = scan.Scanner(SIGS)

@@ -356,3 +356,50 @@ def test_cuda_error_names(text, first):
 
 def test_arch_mismatch_offers_the_arch_causes_next():
     assert answer("CUDNN_STATUS_ARCH_MISMATCH")[1:3] == ["torch-arch-unsupported", "no-kernel-image"]
+
+
+# Round 4, from the second tuning set (tests/data/explain_dev4)
+@pytest.mark.parametrize("text,first", [
+    ("CUDA error: Insufficient CUDA driver: 9020", "driver-too-old"),
+    ("nvidia-docker | Error: unsupported CUDA version: driver 7.5 < image 8.0", "driver-too-old"),
+    # the only GPU is not NVIDIA's
+    ("[ERROR] Cuda device not available\nMy machine is running Linux Mint with an AMD Radeon RX 7900 XTX.",
+     "no-driver-or-device"),
+    ("I'm using a Rx7900xt from AMD\nCUDA failure 35: CUDA driver version is insufficient for CUDA runtime version",
+     "no-driver-or-device"),
+    ("CUDA: Not detected: Failed to open dynamic library 'nvcuda.dll': The specified module could not be found.",
+     "no-driver-or-device"),
+    ("RuntimeError: Unexpected error from cudaGetDeviceCount()\nHardware: AWS p4d.24xlarge (8 A100's)", "fabric-manager"),
+    ("transport/nvls.cc:165 NCCL WARN Cuda failure 'invalid argument'", "fabric-manager"),
+    ("PC cold boots during the MNIST example on the GPU; it appears to be caused by an undersized PSU", "device-lost"),
+    ("Check failed: CUDA_SUCCESS == dynload::cuCtxSetCurrent(context) (0 vs. 216)", "device-busy"),
+    ("If you only have one GPU, the setup gives: cuda runtime error (38) : no CUDA-capable device is detected",
+     "visible-devices"),
+    ("error: command '/usr/local/cuda/bin/nvcc' failed with exit status 2", "nvcc-torch-mismatch"),
+    ("unable to execute '/usr/local/cuda:/usr/local/cuda-9.0/bin/nvcc': No such file or directory", "cuda-home-missing"),
+    ("Screen goes black - CUDA_ERROR_UNKNOWN\nNote: GPU is also driving the display.", "launch-timeout"),
+    # GSP timeouts and memory errors are Xid events, not a lost GPU
+    ("NVRM: Xid (PCI:0000:0b:00): 119, pid=1, Timeout after 45s of waiting for RPC response from GPU3 GSP!", "xid-event"),
+    ("NVRM: Xid (PCI:0000:3b:00): 48, pid=1, An uncorrectable double bit error (DBE) has been detected", "xid-event"),
+    ("NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.", "device-lost"),
+])
+def test_round4_second_tuning_set_wordings(text, first):
+    assert answer(text)[:1] == [first], answer(text)
+
+
+@pytest.mark.parametrize("text,not_first", [
+    # an AMD CPU next to an NVIDIA GPU is no missing GPU
+    ("AMD Ryzen 9 5950X, GeForce RTX 3090\nRuntimeError: CUDA error: out of memory", "no-driver-or-device"),
+    # an AMD GPU driven through ROCm is not a CUDA question
+    ("torch on ROCm with a Radeon RX 7900 XTX: HIP error: invalid device function", "no-driver-or-device"),
+    # nvcuda.dll named without failing to load
+    ("Loaded nvcuda.dll version 546.33", "no-driver-or-device"),
+])
+def test_round4_second_tuning_set_wordings_do_not_overreach(text, not_first):
+    assert not_first not in ids(text), ids(text)
+
+
+def test_a_blank_screen_is_only_a_hint():
+    # weak: a lost GPU's words rank above it
+    assert answer("CUDA error = 999 at main.cu:196\n(Also my screen goes black for a second)")[:2] == [
+        "device-lost", "launch-timeout"]

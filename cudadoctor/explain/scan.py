@@ -23,6 +23,7 @@ SHOW = 400  # characters of a line shown as evidence
 MAX_EVIDENCE = 3  # hits kept per pattern
 MAX_TRIES = 5000  # regex evaluations per literal per block (bounds time on junk)
 BEFORE = 6000  # characters kept before the first hit of a keep_before signature
+MAX_REBUILDS = 6  # rebuilds of the large-block regex as context literals are found (then only when 3 more are)
 SMALL_BLOCK = 1 << 16  # blocks up to this size are searched literal by literal (no regex to compile)
 
 
@@ -59,6 +60,7 @@ class Scanner:
         self.context = sorted(context)
         self._rx = None  # the anchored trie regex, built for the first large block only
         self._rx_seen: frozenset = frozenset()  # context literals already found when it was built
+        self._builds = 0
         self._at: dict = {}  # suffix matched by the regex -> [(literal, anchor, is_context)]
 
     def _regex(self, seen: set):
@@ -67,7 +69,11 @@ class Scanner:
         test instead of entering the trie at every letter. A match at q is a literal at q - anchor
         once the bytes before q are checked. Compiling it costs tens of ms, which a pasted message
         never pays (see _occurrences)."""
-        if self._rx is None or len(seen) > len(self._rx_seen) + 2:  # a context literal found once is done
+        # a context literal found once is done: rebuild without it (each stale one costs a Python-level step per
+        # occurrence, e.g. 'kernel' in a training log); a few rebuilds at most, each costs a compile
+        grown = len(seen) - len(self._rx_seen)
+        if self._rx is None or (grown > 0 and self._builds < MAX_REBUILDS) or grown > 2:
+            self._builds += 1
             self._rx_seen = frozenset(seen)
             ctx = [c for c in self.context if c.decode("ascii") not in seen]
             by_sfx: dict = {}
@@ -76,7 +82,9 @@ class Scanner:
                 by_sfx.setdefault(lit[a:], []).append((lit, a, is_ctx))
             sfx = sorted(by_sfx, key=len, reverse=True)
             # the regex reports the longest suffix at q; every suffix it starts with starts there too
-            self._at = {m: [x for t in sfx if m.startswith(t) for x in by_sfx[t]] for m in sfx}
+            # (every prefix of m that is itself a suffix, longest first: a dict look-up per length, not a
+            # scan of every suffix, so a rebuild stays linear in the literals)
+            self._at = {m: [x for k in range(len(m), 0, -1) if m[:k] in by_sfx for x in by_sfx[m[:k]]] for m in sfx}
             self._rx = re.compile(_trie_pattern(sfx))
         return self._rx
 
@@ -218,6 +226,12 @@ class Scanner:
 _COMMON = b" etaoinsrlcdhu0123456789m.p_:/-fgybw=v,k()x'[]\"jqz"
 
 
+def _commonness(ch: int) -> tuple:
+    """Sort key: bytes common in logs first (_COMMON order), then the rest by value."""
+    i = _COMMON.find(bytes([ch]))
+    return (i if i >= 0 else len(_COMMON), ch)
+
+
 def _anchor(lit: bytes) -> int:
     """Index of the rarest byte of `lit` that leaves at least 6 bytes from it (a short suffix such
     as 'vice' matches every 'device' in a log, and each match costs a Python-level check); the
@@ -238,7 +252,9 @@ def _trie_pattern(words: list) -> bytes:
         d[-1] = {}
 
     def build(d: dict) -> bytes:
-        alts = [re.escape(bytes([ch])) + build(d[ch]) for ch in sorted(k for k in d if k != -1)]
+        # the engine tries alternatives in order and each position matches at most one first byte:
+        # the bytes most common in logs first, so a position tries few before the one it matches
+        alts = [re.escape(bytes([ch])) + build(d[ch]) for ch in sorted((k for k in d if k != -1), key=_commonness)]
         if not alts:
             return b""
         body = alts[0] if len(alts) == 1 else b"(?:" + b"|".join(alts) + b")"
