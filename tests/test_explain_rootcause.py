@@ -403,3 +403,15 @@ def test_a_blank_screen_is_only_a_hint():
     # weak: a lost GPU's words rank above it
     assert answer("CUDA error = 999 at main.cu:196\n(Also my screen goes black for a second)")[:2] == [
         "device-lost", "launch-timeout"]
+
+
+def test_keywords_only_steer_guesses():
+    # round 4: a report with no error text, only the words its cause is described in
+    text = "mining rig: the card is not seen when plugged through a riser, fine on the motherboard slot"
+    assert ids(text) == []  # keywords never make a match
+    assert answer(text)[:1] == ["device-lost"], answer(text)
+
+
+def test_every_signature_has_keywords():
+    for s in SIGS:
+        assert s.keywords and all(k == k.lower() for k in s.keywords), s.id

@@ -47,6 +47,7 @@ class Signature:
     patterns: tuple
     explains: tuple = ()
     alternatives: tuple = ()  # ids to offer next when this signature matched only weakly (a guess)
+    keywords: tuple = ()  # words its reports often use: guesses only (rank.closest), never a match
     gate: tuple = ()  # ((key, value), ...): versions read by capture-only patterns that confirm it (versions.py)
     keep_before: bool = False  # keep the text before the first hit (tracebacks name the binary)
     source: str = ""
@@ -99,6 +100,7 @@ def parse(data: dict, where: str = "<data>") -> Signature:
         docs=_tuple_of_str(data, "docs", where), related_checks=_tuple_of_str(data, "related_checks", where),
         facts=_tuple_of_str(data, "facts", where), patterns=tuple(pats),
         explains=_tuple_of_str(data, "explains", where), alternatives=_tuple_of_str(data, "alternatives", where),
+        keywords=_tuple_of_str(data, "keywords", where),
         gate=_gate(data, where),
         keep_before=bool(data.get("keep_before", False)),
         source=where,
