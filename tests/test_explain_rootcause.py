@@ -415,3 +415,22 @@ def test_keywords_only_steer_guesses():
 def test_every_signature_has_keywords():
     for s in SIGS:
         assert s.keywords and all(k == k.lower() for k in s.keywords), s.id
+
+
+# After round 4's blind set was scored (its misses read; in-sample since)
+@pytest.mark.parametrize("text,first", [
+    # an explicit CUDA error code names the mechanism, even in a Docker report
+    ("torch.cuda.is_available() return False in latest docker image\nError 804: forward compatibility was attempted on "
+     "non supported HW", "forward-compat"),
+    ("module 'torch._C' has no attribute '_cuda_setDevice'", "torch-cpu-only"),
+    ("FATA[0000] Failed to watch metrics: Error watching fields: Host engine is running as non-root.", "profiler-permission"),
+    ("Windows: A TDR has been detected? Volume rendering closes the application", "launch-timeout"),
+    ("model = torch.nn.DataParallel(model, device_ids=cfg.GPUS).cuda()\nAssertionError: Invalid device id",
+     "visible-devices"),
+    ("celery worker: cuda runtime error (3) : initialization error at cutorch/init.c:720", "cuda-fork"),
+    ("Unable to find cuda lib under the names [\"cuda\", \"nvcuda\"] on WSL", "wsl"),
+    ("Ollama Docker - Failing to use GPU after idle time\nnvcuda failed to get primary device context 800",
+     "nvml-unknown-error"),
+])
+def test_after_round4_blind_scoring(text, first):
+    assert answer(text)[:1] == [first], answer(text)
