@@ -44,8 +44,8 @@ for V in "" "1"; do
   CUDA_VISIBLE_DEVICES="$V" timeout 180 cudadoctor envs --add "$TORCH_PY" --json > "$W/e.json" 2>>"$LOG"
   A=$(python3 -c "
 import json,os;d=json.load(open('$W/e.json'))
-rp=os.path.realpath('$TORCH_PY')
-print([ (e['verdict'], e['archs']) for e in d['environments'] if os.path.realpath(e['python'])==rp or rp in [os.path.realpath(a) for a in e.get('aliases',[])]][:1])")
+tp='$TORCH_PY'; pre=os.path.dirname(os.path.dirname(tp))
+print([(e['verdict'], e['archs']) for e in d['environments'] if e['python']==tp or tp in e.get('aliases',[]) or e.get('prefix')==pre][:1])")
   say "  envs row of the torch python: $A"
   if [ -z "$V" ]; then [ "$A" = "[('no-gpu', '-')]" ] && pass "envs: hidden GPUs give no-gpu and archs '-'" || fail "envs with '': $A"
   else [ "$A" = "[('works', 'sm_90')]" ] && pass "envs: one visible H200, works sm_90" || fail "envs with 1: $A"; fi
