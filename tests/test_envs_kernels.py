@@ -155,3 +155,31 @@ def test_the_child_reports_without_jupyter_client(tmp_path):
     rec = json.loads(p.stdout.split(ks.CHILD_MARK, 1)[1])
     assert p.returncode == 0 and "jupyter_client_error" in rec and "specs" not in rec
     assert os.path.realpath(rec["python"]) == os.path.realpath(base_python())
+
+
+def test_diff_names_the_kernel_jupyter_starts_not_a_shadowed_one():
+    """`envs --diff kernel:NAME` (and a bare NAME): the kernel Jupyter starts under that name, even when a
+    shadowed kernel of the same name comes first in the list; a shadowed one only when it is the only one."""
+    from cudadoctor.commands.envs import resolve
+    from cudadoctor.facts.python_types import KernelSpecInfo, PythonEnv
+
+    def row(py, rd, shadowed=""):
+        k = KernelSpecInfo(name="torch", resource_dir=rd, interpreter=py, shadowed_by=shadowed)
+        return PythonEnv(python=py, kind="kernel", name="torch", kernel=k, key="kernel:" + rd,
+                         found_as=["kernel torch" + (f" (shadowed by {shadowed})" if shadowed else "")])
+
+    shadowed = row("/old/bin/python", "/home/u/.local/share/jupyter/kernels/torch", "/srv/jp/kernels/torch")
+    live = row("/new/bin/python", "/srv/jp/kernels/torch")
+    plain = PythonEnv(python="/venv/bin/python", kind="venv", found_as=["PATH", "kernel other (shadowed by /x)"])
+    envs = [shadowed, live, plain]
+
+    class NoFiles:
+        def exists(self, path):
+            return False
+
+    fs = NoFiles()
+    for spec in ("kernel:torch", "torch", "kernel:TORCH"):
+        assert resolve(fs, envs, spec) is live, spec
+    assert resolve(fs, [shadowed, plain], "kernel:torch") is shadowed  # the only one of that name
+    assert resolve(fs, envs, "kernel:other") is plain  # found only through a shadowed kernel's label
+    assert resolve(fs, envs, "kernel:none") is None

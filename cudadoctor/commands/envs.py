@@ -87,22 +87,26 @@ def resolve(system, envs: list, spec: str):
     from cudadoctor.facts.pythons import Finder
 
     if spec.startswith("kernel:"):
-        name = spec[len("kernel:"):].lower()
-        return next((e for e in envs if e.kind == "kernel" and e.name == name), None) or next(
-            (e for e in envs if f"kernel {name}" in e.found_as), None)
+        return _kernel_env(envs, spec[len("kernel:"):].lower())
     if "/" in spec or system.exists(spec):
         f = Finder(system)
         e = f.add_prefix(spec, "--diff") if system.is_dir(spec) else f.add(spec, "--diff")
         if e is None:
             return None
         return next((x for x in envs if x.key == e.key), e)
-    for match in (lambda e: e.kind == "kernel" and e.name == spec.lower(),
-                  lambda e: any(fa.split(" (")[0] == f"kernel {spec.lower()}" for fa in e.found_as),
-                  lambda e: e.name == spec):
-        hit = next((e for e in envs if match(e)), None)
-        if hit is not None:
-            return hit
-    return None
+    return _kernel_env(envs, spec.lower()) or next((e for e in envs if e.name == spec), None)
+
+
+def _kernel_env(envs: list, name: str):
+    """The environment of kernel `name`: the one Jupyter starts under that name first (a kernel row, or the
+    interpreter it was found as), a shadowed one only when no other has the name."""
+    def names(e, live: bool) -> bool:
+        if e.kind == "kernel" and e.name == name and e.kernel is not None:
+            return live != bool(e.kernel.shadowed_by)
+        labels = [fa for fa in e.found_as if fa.split(" (")[0] == f"kernel {name}"]
+        return any(("(shadowed by" not in fa) == live for fa in labels)
+
+    return next((e for e in envs if names(e, True)), None) or next((e for e in envs if names(e, False)), None)
 
 
 def _diff(system, specs, add, timeout, gpu_op, json_out, markdown, verbose) -> None:
