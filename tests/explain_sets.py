@@ -23,6 +23,7 @@ FRESH2 = DATA / "explain_fresh2" / "cases.toml"  # issue 17 round 3's fresh set,
 FRESH3 = DATA / "explain_fresh3" / "cases.toml"  # issue 17 round 4's blind set, committed before round 4's tuning
 DEV3 = DATA / "explain_dev3" / "cases.toml"  # issue 17 round 4's tuning set (split from fresh3's collection)
 DEV4 = DATA / "explain_dev4" / "cases.toml"  # issue 17 round 4's second tuning set, collected after fresh3
+FRESH4 = DATA / "explain_fresh4" / "cases.toml"  # issue 17's second unseen check of round 4 (threads nobody had met)
 
 SIGS = signatures.load()
 SCANNER = scan.Scanner(SIGS)

@@ -434,3 +434,21 @@ def test_every_signature_has_keywords():
 ])
 def test_after_round4_blind_scoring(text, first):
     assert answer(text)[:1] == [first], answer(text)
+
+
+# After the round-5 blind set (tests/data/explain_fresh4) was scored once (in-sample since)
+@pytest.mark.parametrize("text,first", [
+    ("NVML ERROR: RM has detected an NVML/RM version mismatch.", "nvml-driver-mismatch"),
+    ("nvidia-container-cli: initialization error: cuda error: forward compatibility was attempted on non supported HW"
+     "\nerror 804", "forward-compat"),
+    ("/root/drivers/NVIDIA-Linux-x86_64-384.111/kernel/common/inc/nv-mm.h:44:9: error: too many arguments to function "
+     "'get_user_pages'", "driver-install"),
+    ("Error after installation - Nvidia kernel module missing", "driver-install"),
+    ("Error using gpuDevice (line 26)\nInvalid CUDA device id: 2. Select a device id from the range 1:1.",
+     "visible-devices"),
+    ("I ran cuda.cuDeviceGetCount(ct.byref(nGpus)), it returns 34, but the nGpus.value remains 0.", "cuda-stub-library"),
+    ("xmr-stak: [CUDA] Error gpu 0: <C:/xmr-stak-master/xmrstak/backend/nvidia/nvcc_code/cuda_extra.cu>:265",
+     "launch-timeout"),
+])
+def test_after_round5_blind_scoring(text, first):
+    assert answer(text)[:1] == [first], answer(text)
