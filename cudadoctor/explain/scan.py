@@ -232,12 +232,19 @@ def _commonness(ch: int) -> tuple:
     return (i if i >= 0 else len(_COMMON), ch)
 
 
+# words so common in GPU logs that a literal must not be anchored on them as its whole suffix ("after upgrading
+# the kernel" anchored at its 'k' would stop at every "kernel" of a training log for a Python-level check)
+_LOG_WORDS = frozenset(b"kernel device driver memory module system library version python failed errors cudnn "
+                       b"nvidia tensor stream thread launch".split())
+
+
 def _anchor(lit: bytes) -> int:
     """Index of the rarest byte of `lit` that leaves at least 6 bytes from it (a short suffix such
-    as 'vice' matches every 'device' in a log, and each match costs a Python-level check); the
-    earliest of equals."""
+    as 'vice' matches every 'device' in a log, and each match costs a Python-level check) and whose
+    suffix is not one of _LOG_WORDS; the earliest of equals."""
     last = max(0, len(lit) - 6)
-    rank = [(-(_COMMON.find(lit[i:i + 1]) % (len(_COMMON) + 1)), i) for i in range(last + 1)]
+    rank = [(-(_COMMON.find(lit[i:i + 1]) % (len(_COMMON) + 1)), i) for i in range(last + 1)
+            if i == 0 or lit[i:] not in _LOG_WORDS]
     return min(rank)[1]
 
 
