@@ -452,3 +452,15 @@ def test_after_round4_blind_scoring(text, first):
 ])
 def test_after_round5_blind_scoring(text, first):
     assert answer(text)[:1] == [first], answer(text)
+
+
+@pytest.mark.parametrize("text,not_first", [
+    # a PSU listed in a spec is no power fault
+    ("System: RTX 3090, PSU 1000W, Ryzen 9\nRuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB",
+     "device-lost"),
+    # "one GPU" in passing is no script asking for a second one
+    ("RuntimeError: CUDA error: no CUDA-capable device is detected\nI have one GPU, a GTX 1060; nvidia-smi says it "
+     "could not communicate with the driver", "visible-devices"),
+])
+def test_round4_context_words_do_not_hijack_other_causes(text, not_first):
+    assert answer(text)[:1] != [not_first], answer(text)
