@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cudadoctor.explain import rank, signatures, versions
+from cudadoctor.explain import rank, scan, signatures, versions
 from explain_sets import SCANNER, SIGS, answer
 
 
@@ -464,3 +464,62 @@ def test_after_round5_blind_scoring(text, first):
 ])
 def test_round4_context_words_do_not_hijack_other_causes(text, not_first):
     assert answer(text)[:1] != [not_first], answer(text)
+
+
+# A review of round 4's patterns (realistic reports where a context or prose pattern put a wrong cause first).
+# Context and prose patterns are hints: they never displace another cause's error line.
+@pytest.mark.parametrize("text,first", [
+    ("After apt upgrade, nvidia-smi says: Failed to initialize NVML: Driver/library version mismatch",
+     "nvml-driver-mismatch"),
+    ("After a kernel update I reinstalled the nvidia driver and nvidia-smi works now, but training fails: "
+     "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "out-of-memory"),
+    ("Google Colab, installed torch nightly cu128:\nUserWarning: CUDA initialization: The NVIDIA driver on your "
+     "system is too old (found version 12020)", "driver-too-old"),
+    ("Running in colab with the NVIDIA driver 535 / T4\nRuntimeError: CUDA error: an illegal memory access was "
+     "encountered", "illegal-memory-access"),
+    ("Kaggle notebook, GPU P100 accelerator enabled. torch.__version__ 2.1.2+cpu, torch.cuda.is_available() returns "
+     "False", "torch-cpu-only"),
+    ("GPU: RTX 3090, torch==2.1.2+cu121, driver 535\nRuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when "
+     "calling cublasGemmEx", "cublas-cudnn-status"),
+    ("AWS p4d.24xlarge\nRuntimeError: Unexpected error from cudaGetDeviceCount(). Error 804: forward compatibility "
+     "was attempted on non supported HW", "forward-compat"),
+    ("NVIDIA A100-SXM4-40GB\nRuntimeError: Unexpected error from cudaGetDeviceCount(). Error 2: out of memory",
+     "out-of-memory"),
+    ("In my docker container the training runs fine but after a while GPU memory is not available any more:\n"
+     "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB", "out-of-memory"),
+    ("k8s pod: torch.cuda.is_available() returns False\nUserWarning: CUDA initialization: The NVIDIA driver on your "
+     "system is too old (found version 11040)", "driver-too-old"),
+    ("WSL2 Ubuntu: Could not load dynamic library 'libcudart.so.11.0'; dlerror: libcudart.so.11.0: cannot open "
+     "shared object file", "missing-shared-library"),
+    ("Xorg is using 300MiB, the GPU is also used for display\ntorch.cuda.OutOfMemoryError: CUDA out of memory.",
+     "out-of-memory"),
+    ("PSU: EVGA 1600W (no issues)\nRuntimeError: CUDA error: an illegal memory access was encountered",
+     "illegal-memory-access"),
+    ("torch +cu121, Cuda compilation tools, release 12.3\n#error -- unsupported GNU version! gcc versions later than "
+     "12 are not supported!\nerror: command '/usr/local/cuda/bin/nvcc' failed with exit status 1",
+     "host-compiler-unsupported"),
+    ("Laptop: Intel Iris Xe + NVIDIA T550 Laptop GPU\ntorch.cuda.OutOfMemoryError: CUDA out of memory", "out-of-memory"),
+    ("our cluster sets GPUs to exclusive mode\ntorch.cuda.OutOfMemoryError: CUDA out of memory", "out-of-memory"),
+    ("Using cached torch-2.2.1-cp311-cp311-win_amd64.whl.metadata\nRuntimeError: CUDA error: device-side assert "
+     "triggered", "illegal-memory-access"),
+    ("conda's pytorch doesn't include cuda runtime?\nImportError: libcudnn.so.8: cannot open shared object file: No "
+     "such file or directory", "missing-shared-library"),
+])
+def test_a_hint_never_displaces_another_causes_error_line(text, first):
+    assert answer(text)[:1] == [first], answer(text)
+
+
+def test_hints_rank_after_direct_matches_and_do_not_use_explains(tmp_path):
+    for name, extra in (("a", 'explains = ["b"]\n'), ("b", "")):
+        (tmp_path / f"{name}.toml").write_text(
+            f'id = "{name}"\ntitle = "t"\nlayer = "l"\npriority = {90 if name == "a" else 10}\nmeaning = "m"\n'
+            f'causes = ["c"]\nconfirm = ["c"]\nfixes = ["f"]\nalternatives = ["{"b" if name == "a" else "a"}", '
+            f'"{"b" if name == "a" else "a"}"]\n{extra}'
+            f'[[pattern]]\ncontains = ["{name}word"]\nweight = 0.9\n' + ("hint = true\n" if name == "a" else ""))
+    sigs = signatures.load_dir(tmp_path)
+    found = rank.matches(sigs, scan.Scanner(sigs).scan_text("aword bword"))
+    assert [m.id for m in found] == ["b", "a"]  # a is a hint: below b's line despite priority and explains
+    assert not found[1].direct and found[0].direct
+    with pytest.raises(signatures.SignatureError, match="hint"):
+        (tmp_path / "b.toml").write_text((tmp_path / "b.toml").read_text() + 'hint = "yes"\n')
+        signatures.load_dir(tmp_path)

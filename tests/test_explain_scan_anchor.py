@@ -14,3 +14,9 @@ def test_no_literal_is_anchored_on_a_common_log_word():
 def test_after_upgrading_the_kernel_is_not_anchored_on_kernel():
     lit = b"after upgrading the kernel"
     assert lit[scan._anchor(lit):] != b"kernel"
+
+
+def test_no_literal_is_anchored_on_a_space():
+    # a space is the commonest byte of any log: every one would enter the trie
+    sc = scan.Scanner(signatures.load())
+    assert [lit for lit in list(sc.targets) + list(sc.context) if lit[scan._anchor(lit)] == 0x20] == []

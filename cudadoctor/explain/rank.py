@@ -22,6 +22,7 @@ class Match:
     captures: dict = field(default_factory=dict)
     rank_priority: int = 0
     pattern_alternatives: tuple = ()  # the differential of the wordings that matched, first seen first
+    direct: bool = True  # an error line (or the report's versions) says it, not only context or prose (hints)
 
     @property
     def alternatives(self) -> tuple:
@@ -58,6 +59,7 @@ def matches(signatures: tuple, res: ScanResult) -> list:
         evidence: list = []
         readings: list = []  # hits of capture-only patterns (weight 0): values for the gate
         alts: list = []  # (first position, pattern alternatives) of the wordings that counted
+        direct = False
         for pi, pat in enumerate(sig.patterns):
             key = (si, pi)
             if key not in res.hits:
@@ -70,6 +72,7 @@ def matches(signatures: tuple, res: ScanResult) -> list:
                 readings.extend(res.hits[key])
                 continue
             miss *= 1.0 - pat.weight
+            direct = direct or not pat.hint
             count = max(count, res.counts.get(key, 0))
             evidence.extend(res.hits[key])
             if pat.alternatives:
@@ -78,13 +81,14 @@ def matches(signatures: tuple, res: ScanResult) -> list:
         gate = dict(sig.gate)
         if gate and versions.gate_holds(gate, caps):  # the versions in the text confirm it
             miss *= 1.0 - float(gate["weight"])
+            direct = direct or not gate.get("hint", False)
             evidence.extend(readings)
             count = max(count, 1)
         if not evidence:
             continue
         evidence = _dedupe(sorted(evidence, key=lambda h: h.pos))
         palts = tuple(a for _, group in sorted(alts, key=lambda t: t[0]) for a in group)
-        out.append(Match(sig, round(1.0 - miss, 3), count, evidence[:3], caps, sig.priority, palts))
+        out.append(Match(sig, round(1.0 - miss, 3), count, evidence[:3], caps, sig.priority, palts, direct))
     return rank(out)
 
 
@@ -106,13 +110,15 @@ def _dedupe(hits: list) -> list:
 
 
 def rank(found: list) -> list:
-    """Strong matches first; among them the root cause (higher priority, and anything that
-    `explains` another match outranks it); then confidence; then the earliest in the text."""
+    """Strong matches first, and among them those an error line says before those only context or prose
+    suggests (hints: 'PSU' named, a Colab notebook, 'after an upgrade'), so a hint never displaces another
+    cause's error line; then the root cause (higher priority, and a direct match that `explains` another
+    outranks it); then confidence; then the earliest in the text."""
     present = {m.id: m for m in found}
     for _ in range(len(found)):
         changed = False
         for m in found:
-            if not m.strong:
+            if not m.strong or not m.direct:
                 continue
             for other in m.signature.explains:
                 o = present.get(other)
@@ -121,7 +127,7 @@ def rank(found: list) -> list:
                     changed = True
         if not changed:
             break
-    return sorted(found, key=lambda m: (not m.strong, -m.rank_priority, -m.confidence, m.first_pos))
+    return sorted(found, key=lambda m: (not m.strong, not m.direct, -m.rank_priority, -m.confidence, m.first_pos))
 
 
 _WORD = re.compile(r"[a-z][a-z0-9_]{2,}")

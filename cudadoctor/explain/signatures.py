@@ -29,6 +29,7 @@ class Pattern:
     context: tuple = ()  # one of these must appear anywhere in the input
     unless: tuple = ()  # the pattern does not count when one of these appears anywhere in the input
     alternatives: tuple = ()  # ids this wording is often confused with, offered before the signature's own
+    hint: bool = False  # context or prose, not an error line: never outranks another signature's error line
 
 
 @dataclass(frozen=True)
@@ -88,9 +89,12 @@ def parse(data: dict, where: str = "<data>") -> Signature:
         w = float(p.get("weight", 0.9))
         if not 0 <= w <= 1:
             raise SignatureError(f"{pw}: weight must be in [0, 1]")
+        hint = p.get("hint", False)
+        if not isinstance(hint, bool):
+            raise SignatureError(f"{pw}: hint must be true or false")
         pats.append(Pattern(contains, compiled, cap_rx, w, tuple(s.lower() for s in _tuple_of_str(p, "context", pw)),
                             tuple(s.lower() for s in _tuple_of_str(p, "unless", pw)),
-                            _tuple_of_str(p, "alternatives", pw)))
+                            _tuple_of_str(p, "alternatives", pw), hint))
     if not pats:
         raise SignatureError(f"{where}: no [[pattern]]")
     return Signature(
