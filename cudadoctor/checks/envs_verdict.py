@@ -41,8 +41,10 @@ def archs_cover(ctx: Context) -> str:
     t = ctx.fact("torch").value
     if t is None or not t.installed or not t.cuda or not t.arch_list:
         return "-"
-    from cudadoctor.checks.capability import torch_devices  # the GPUs the capability step judges: as far as
-    # CUDA_VISIBLE_DEVICES leaves them to this environment's torch, so the column and the verdict agree
+    # the GPUs the capability step judges (as far as CUDA_VISIBLE_DEVICES leaves them to this environment's
+    # torch), so the column and the verdict agree; imported here: capability -> torch_cuda -> env_pointer
+    # imports this module
+    from cudadoctor.checks.capability import torch_devices
 
     ccs = [cc for _, _, cc in torch_devices(ctx) if cc]
     if not ccs:

@@ -243,8 +243,7 @@ def _anchor(lit: bytes) -> int:
     as 'vice' matches every 'device' in a log, and each match costs a Python-level check) and whose
     suffix is not one of _LOG_WORDS; the earliest of equals."""
     last = max(0, len(lit) - 6)
-    rank = [(-(_COMMON.find(lit[i:i + 1]) % (len(_COMMON) + 1)), i) for i in range(last + 1)
-            if i == 0 or lit[i:] not in _LOG_WORDS]
+    rank = [(-_commonness(lit[i])[0], i) for i in range(last + 1) if i == 0 or lit[i:] not in _LOG_WORDS]
     return min(rank)[1]
 
 
