@@ -523,3 +523,20 @@ def test_hints_rank_after_direct_matches_and_do_not_use_explains(tmp_path):
     with pytest.raises(signatures.SignatureError, match="hint"):
         (tmp_path / "b.toml").write_text((tmp_path / "b.toml").read_text() + 'hint = "yes"\n')
         signatures.load_dir(tmp_path)
+
+
+@pytest.mark.parametrize("text, first", [
+    # session 21, from NVIDIA's own enums and messages (cuda.h CUresult, nvml.h nvmlReturn_t), not from a set
+    ("cuCtxCreate failed: CUDA_ERROR_DEVICE_UNAVAILABLE (46)", "device-busy"),
+    ("RuntimeError: CUDA error: uncorrectable NVLink error was detected during the execution", "device-lost"),
+    ("cudaErrorNvlinkUncorrectable", "device-lost"),
+    ("nvmlInit failed: NVML_ERROR_DRIVER_NOT_LOADED", "no-driver-or-device"),
+    ("UserWarning: CUDA initialization: NVIDIA driver on your system is too old (found version 10010)",
+     "driver-too-old"),
+])
+def test_nvidia_enum_wordings(text, first):
+    assert answer(text)[:1] == [first], answer(text)
+
+
+def test_a_modprobe_failure_is_never_left_without_a_guess():
+    assert answer("Failed to run `modprobe nvidia`")[:1] == ["driver-install"]
