@@ -540,3 +540,13 @@ def test_nvidia_enum_wordings(text, first):
 
 def test_a_modprobe_failure_is_never_left_without_a_guess():
     assert answer("Failed to run `modprobe nvidia`")[:1] == ["driver-install"]
+
+
+@pytest.mark.parametrize("text, first", [
+    ("RuntimeError: CUDA error: API call is not supported in the installed CUDA driver", "driver-too-old"),
+    ("NVRM: The NVIDIA GeForce GT 730 GPU installed in this system is not supported by the 535.54.03 NVIDIA Linux "
+     "driver release.\nnvidia-smi: NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.",
+     "driver-install"),
+])
+def test_driver_messages_from_the_runtime_and_the_kernel_module(text, first):
+    assert answer(text)[:1] == [first], answer(text)
