@@ -24,6 +24,8 @@ FRESH3 = DATA / "explain_fresh3" / "cases.toml"  # issue 17 round 4's blind set,
 DEV3 = DATA / "explain_dev3" / "cases.toml"  # issue 17 round 4's tuning set (split from fresh3's collection)
 DEV4 = DATA / "explain_dev4" / "cases.toml"  # issue 17 round 4's second tuning set, collected after fresh3
 FRESH4 = DATA / "explain_fresh4" / "cases.toml"  # issue 17's second unseen check of round 4 (threads nobody had met)
+FRESH5 = DATA / "explain_fresh5" / "cases.toml"  # issue 17 round 6's blind set (threads nobody had met), committed before tuning
+DEV5 = DATA / "explain_dev5" / "cases.toml"  # issue 17 round 6's tuning set (split from fresh5's collection)
 
 SIGS = signatures.load()
 SCANNER = scan.Scanner(SIGS)
