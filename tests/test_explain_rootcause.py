@@ -550,3 +550,15 @@ def test_a_modprobe_failure_is_never_left_without_a_guess():
 ])
 def test_driver_messages_from_the_runtime_and_the_kernel_module(text, first):
     assert answer(text)[:1] == [first], answer(text)
+
+
+@pytest.mark.parametrize("text, first", [
+    # round 6, from explain_dev5 (tuning)
+    ("2017/11/29 01:54:30 Loading NVML\n2017/11/29 01:54:30 could not load NVML library", "container-toolkit"),
+    ("Failed to get convolution algorithm. This is probably because cuDNN failed to initialize, so try looking to see "
+     "if a warning log message was printed above.", "cublas-cudnn-status"),
+    ("Error: CUDA driver 8.0.0 is not compatible with any supported CUDA toolkit (11.4.4, 11.5.2, 12.3.1)\n"
+     "I have also installed Visual Studio 2015 professional with compiler x64.", "driver-too-old"),
+])
+def test_round6_tuning_wordings(text, first):
+    assert answer(text)[:1] == [first], answer(text)
