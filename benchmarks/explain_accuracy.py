@@ -31,6 +31,7 @@ SETS = {
     "dev3 (round 4's tuning set, issue 17)": DATA / "explain_dev3/cases.toml",
     "dev4 (round 4's second tuning set, issue 17)": DATA / "explain_dev4/cases.toml",
     "dev5 (round 6's tuning set, issue 17)": DATA / "explain_dev5/cases.toml",
+    "dev6 (round 7's tuning set, issue 17)": DATA / "explain_dev6/cases.toml",
     "heldout (issue 6, tuned on since)": DATA / "explain_heldout/cases.toml",
     "dev (tuning set, issue 17)": DATA / "explain_dev/cases.toml",
     "dev2 (round 3's tuning set, issue 17)": DATA / "explain_dev2/cases.toml",

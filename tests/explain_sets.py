@@ -26,6 +26,7 @@ DEV4 = DATA / "explain_dev4" / "cases.toml"  # issue 17 round 4's second tuning 
 FRESH4 = DATA / "explain_fresh4" / "cases.toml"  # issue 17's second unseen check of round 4 (threads nobody had met)
 FRESH5 = DATA / "explain_fresh5" / "cases.toml"  # issue 17 round 6's blind set (threads nobody had met), committed before tuning
 DEV5 = DATA / "explain_dev5" / "cases.toml"  # issue 17 round 6's tuning set (split from fresh5's collection)
+DEV6 = DATA / "explain_dev6" / "cases.toml"  # issue 17 round 7's tuning set, collected after fresh5 was committed
 
 SIGS = signatures.load()
 SCANNER = scan.Scanner(SIGS)
