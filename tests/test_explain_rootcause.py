@@ -562,3 +562,40 @@ def test_driver_messages_from_the_runtime_and_the_kernel_module(text, first):
 ])
 def test_round6_tuning_wordings(text, first):
     assert answer(text)[:1] == [first], answer(text)
+
+
+@pytest.mark.parametrize("text, first", [
+    # round 7, from explain_dev6 (tuning)
+    ("Driver does not support the required nvenc API version. Required: 13.0 Found: 12.2", "driver-too-old"),
+    ("22:45:40.550: error:   The minimum required Nvidia driver for nvenc is 471.41 or newer", "driver-too-old"),
+    ("After resuming from suspension, NVIDIA GPU functionality inside rootless Docker containers stops working, even "
+     "though nvidia-smi runs successfully within the container.\nNVIDIA Container Toolkit CLI version 1.17.8",
+     "no-driver-or-device"),
+    ("The installed Paddle is compiled with CUDNN 8.2, but CUDNN version in your machine is 8.1", "cudnn-version-mismatch"),
+    ("tensorflow-gpu v1.4.0\nit gives me a CUDA error saying CUBLAS_STATUS_ALLOC_FAILED", "cublas-cudnn-status"),
+    ("CUDA error: the requested functionality is not supported\nin ggml_cuda_op_mul_mat_cublas", "cublas-cudnn-status"),
+    ("the crash message on d3d11 is : Device is lost. FAILED 0x887a0005 DXGI_ERROR_DEVICE_REMOVED "
+     "(DXGI_ERROR_DEVICE_HUNG)", "launch-timeout"),
+    ("`Kernel minimum runtime larger than default TDR` when running expensive hash", "launch-timeout"),
+    ("nccl-tests crash when gdr is enabled\nmpirun --allow-run-as-root -np 2 all_reduce_perf -b 8 -e 128M -f 2 -g 8",
+     "nccl"),
+    ("export CUDA_VISIBLE_DEVICES=1 disables CUDA\non systems with 1 GPU, by default the scripts train on CPU",
+     "visible-devices"),
+    ("Those commands have been executed successfully on wsl2.\nNVIDIA-SMI has failed because it couldn't communicate "
+     "with the NVIDIA driver.\nError! Your kernel headers for kernel 4.4.0-19041-Microsoft cannot be found.\n"
+     "sudo dkms install -m nvidia -v 440.100", "wsl"),
+    ("FROM jrottenberg/ffmpeg:4.2-nvidia\nCannot load libcuda.so.1\nFile exists in /usr/local/cuda-10.2/compat/"
+     "libcuda.so.1", "container-toolkit"),
+])
+def test_round7_tuning_wordings(text, first):
+    assert answer(text)[:1] == [first], answer(text)
+
+
+def test_a_plain_dxgi_removal_is_still_a_lost_device():
+    assert answer("DXGI_ERROR_DEVICE_REMOVED")[:1] == ["device-lost"]
+
+
+def test_nvcc_and_torch_cuda_differing_in_prose():
+    text = ("if your device's current nvvc version and torch's compiled cuda version differ- which is totally ok for torch "
+            "itself - you will receive an error for mismatched versions for installing extensions")
+    assert answer(text)[:1] == ["nvcc-torch-mismatch"]
