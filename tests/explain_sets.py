@@ -45,8 +45,18 @@ def cases(path: Path) -> list:
         return tomllib.load(fh)["case"]
 
 
+def _thread(url: str) -> str:
+    """One spelling per thread: no trailing slash, GitHub's owner/repo case ignored."""
+    return url.strip().rstrip("/").lower()
+
+
 def urls(path: Path) -> set:
-    return {c["url"].rstrip("/") for c in cases(path)} if path.exists() else set()
+    return {_thread(c["url"]) for c in cases(path)} if path.exists() else set()
+
+
+def met_urls(*sets: Path) -> set:
+    """Every thread the collectors of these sets met in search results (met_urls.txt beside each set)."""
+    return {_thread(u) for s in sets for u in (s.parent / "met_urls.txt").read_text().split()}
 
 
 def answer(text: str, strict: bool = False) -> list:

@@ -10,7 +10,7 @@ from collections import Counter
 import pytest
 
 from explain_sets import (CORPUS, DEV, DEV2, DEV3, DEV4, DEV5, DEV6, FRESH, FRESH2, FRESH3, FRESH4, FRESH5, HELDOUT, SIGS,
-                          UNSEEN, accuracy, cases, urls)
+                          UNSEEN, accuracy, cases, met_urls, urls)
 
 SETS = {"unseen": UNSEEN, "dev": DEV, "fresh": FRESH, "dev2": DEV2, "fresh2": FRESH2, "fresh3": FRESH3, "dev3": DEV3,
         "dev4": DEV4, "fresh4": FRESH4, "fresh5": FRESH5, "dev5": DEV5, "dev6": DEV6}
@@ -65,10 +65,9 @@ def test_round3_fresh_set_has_three_reports_per_id_and_a_hundred_in_all():
 
 
 def test_round3_fresh_set_excludes_every_thread_met_while_tuning():
-    met = FRESH2.parent.parent / "explain_dev2" / "met_urls.txt"
-    if not FRESH2.exists() or not met.exists():
+    if not FRESH2.exists() or not (DEV2.parent / "met_urls.txt").exists():
         pytest.skip("round 3 sets not collected yet")
-    seen = {u.strip().rstrip("/") for u in met.read_text().split()}
+    seen = met_urls(DEV2)
     assert not urls(FRESH2) & seen, sorted(urls(FRESH2) & seen)
 
 
@@ -81,36 +80,23 @@ def test_round4_blind_set_has_four_reports_per_id_and_a_hundred_in_all():
 
 
 def test_round4_blind_set_excludes_every_thread_met_while_tuning_round3():
-    met = {u.strip().rstrip("/") for u in (DEV2.parent / "met_urls.txt").read_text().split()}
+    met = met_urls(DEV2)
     assert not urls(FRESH3) & met, sorted(urls(FRESH3) & met)
 
 
 def test_round5_blind_set_excludes_every_thread_any_collector_met_before():
-    met = set()
-    for d in (DEV2, DEV3, DEV4):
-        met |= {u.strip().rstrip("/") for u in (d.parent / "met_urls.txt").read_text().split()}
+    met = met_urls(DEV2, DEV3, DEV4)
     assert not urls(FRESH4) & met, sorted(urls(FRESH4) & met)
 
 
-def _met(*dirs) -> set:
-    out = set()
-    for d in dirs:
-        out |= {u.strip().rstrip("/").lower() for u in (d.parent / "met_urls.txt").read_text().split()}
-    return out
-
-
-def _lower(us: set) -> set:
-    return {u.lower() for u in us}
-
-
 def test_round6_blind_set_excludes_every_thread_any_earlier_collector_met():
-    met = _met(DEV2, DEV3, DEV4, FRESH4)
-    assert not _lower(urls(FRESH5)) & met, sorted(_lower(urls(FRESH5)) & met)
+    met = met_urls(DEV2, DEV3, DEV4, FRESH4)
+    assert not urls(FRESH5) & met, sorted(urls(FRESH5) & met)
 
 
 def test_round7_tuning_set_excludes_every_thread_round6_met():
-    met = _met(DEV2, DEV3, DEV4, FRESH4, DEV5)
-    assert not _lower(urls(DEV6)) & met, sorted(_lower(urls(DEV6)) & met)
+    met = met_urls(DEV2, DEV3, DEV4, FRESH4, DEV5)
+    assert not urls(DEV6) & met, sorted(urls(DEV6) & met)
 
 
 def test_sets_share_no_thread():
