@@ -638,3 +638,43 @@ def test_round7_precision_review(name, text, first):
         assert "container-toolkit" not in answer(text, strict=True), got
     else:
         assert got[:1] == [first], (name, got)
+
+
+@pytest.mark.parametrize("name, text, first", [
+    # round 8, from the in-sample misses of fresh5 and dev6 (each wording checked both ways)
+    ("NCCL: two ranks on one GPU", "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1691, invalid "
+     "usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.19.3\nncclInvalidUsage: This usually reflects invalid "
+     "usage of NCCL library.\nLast error:\nDuplicate GPU detected : rank 0 and rank 1 both on CUDA device 1a000",
+     "device-busy"),
+    ("Paddle wheel without the arch", "The GPU architecture in your current machine is Pascal, which is not compatible "
+     "with Paddle installation with arch: 70 75 80 86 , it is recommended to install the corresponding wheel package",
+     "no-kernel-image"),
+    ("an overclocked card crashing", "Random CUDA error while mining on an RTX 3070\nGPU is overclocked: +150 core, +800 "
+     "memory\nCUDA error in CudaProgram.cu:388 : unspecified launch failure (719)", "device-lost"),
+    ("a clock offset", "Asus Strix 2070\n+125 on Core GPU Boost Clock\n+15 Power Target\n[CUDA] ERROR gpu 0: "
+     "kernel.cu: 487", "device-lost"),
+    ("OC through a vendor tool", "Max GPU OC through GHelper crashes games on startup with a dxgi error (RTX 4080)",
+     "device-lost"),
+])
+def test_round8_wordings(name, text, first):
+    assert answer(text)[:1] == [first], (name, answer(text))
+
+
+@pytest.mark.parametrize("name, text", [
+    # the overclock hint stays silent when the report says the card is not overclocked, or only asks
+    ("not overclocked", "The GPU is not overclocked (stock clocks). The program stops at random with CUDA errors."),
+    ("an issue template's question", "- Is the CPU or GPU overclocked?\nNo\nThe CUDA program stops at random."),
+    ("never overclocked", "RTX 3060, never overclocked it; the CUDA job stops after an hour."),
+    ("a clock reading, not an offset", "nvidia-smi -q: Graphics clock 1980 MHz, Memory clock 9501 MHz; CUDA job stops."),
+])
+def test_the_overclock_hint_needs_an_overclock(name, text):
+    assert "device-lost" not in answer(text, strict=True), (name, answer(text, strict=True))
+
+
+def test_the_overclock_hint_fires_on_its_own():
+    assert answer("The GPU is overclocked; the CUDA job stops after an hour.", strict=True)[:1] == ["device-lost"]
+
+
+def test_duplicate_gpu_is_the_placement_not_generic_nccl():
+    got = answer("NCCL WARN Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 3b000\nncclInvalidUsage")
+    assert got[:1] == ["device-busy"] and "nccl" in got[:3], got
