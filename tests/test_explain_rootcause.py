@@ -678,3 +678,21 @@ def test_the_overclock_hint_fires_on_its_own():
 def test_duplicate_gpu_is_the_placement_not_generic_nccl():
     got = answer("NCCL WARN Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 3b000\nncclInvalidUsage")
     assert got[:1] == ["device-busy"] and "nccl" in got[:3], got
+
+
+@pytest.mark.parametrize("name, text, first", [
+    # inside WSL the Linux side never loads a driver: NVML's "driver not loaded" means the wrong libnvidia-ml (not
+    # /usr/lib/wsl/lib's) or a Windows driver without WSL support; a WSL1 kernel has no GPU at all
+    ("NVML in WSL", "nvmlInit_v2 unable to detect Nvidia GPU in WSL\nThe nvmlReturn_t returns 9 "
+     "(NVML_ERROR_DRIVER_NOT_LOADED)", "wsl"),
+    ("ollama's NVML failure in WSL", "I was unable to get Ollama to recognize my RTX 5000 under WSL\ngpu.go:39: CUDA not "
+     "detected: nvml vram init failure: 9", "wsl"),
+    ("a WSL1 kernel", "uname -r\n4.4.0-19041-Microsoft\nnvidia-smi\nNVIDIA-SMI has failed because it couldn't "
+     "communicate with the NVIDIA driver.", "wsl"),
+    ("NVML not loaded on a native host", "Ubuntu 22.04 server, after apt upgrade:\nFailed to initialize NVML: Driver "
+     "Not Loaded", "no-driver-or-device"),
+    ("a WSL2 kernel is not WSL1's", "Linux 5.15.153.1-microsoft-standard-WSL2\ntorch.cuda.OutOfMemoryError: CUDA out of "
+     "memory. Tried to allocate 20.00 MiB", "wsl"),
+])
+def test_round8_wsl_wordings(name, text, first):
+    assert answer(text)[:1] == [first], (name, answer(text))
