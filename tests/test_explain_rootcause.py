@@ -696,3 +696,9 @@ def test_duplicate_gpu_is_the_placement_not_generic_nccl():
 ])
 def test_round8_wsl_wordings(name, text, first):
     assert answer(text)[:1] == [first], (name, answer(text))
+
+
+def test_an_nvcc_path_with_its_own_quotes_is_a_wrong_cuda_home():
+    text = ('unable to execute "\'/usr/local/cuda\'/bin/nvcc": No such file or directory\nerror: command '
+            '"\'/usr/local/cuda\'/bin/nvcc" failed with exit status 1')
+    assert answer(text)[:1] == ["cuda-home-missing"], answer(text)
