@@ -702,3 +702,49 @@ def test_an_nvcc_path_with_its_own_quotes_is_a_wrong_cuda_home():
     text = ('unable to execute "\'/usr/local/cuda\'/bin/nvcc": No such file or directory\nerror: command '
             '"\'/usr/local/cuda\'/bin/nvcc" failed with exit status 1')
     assert answer(text)[:1] == ["cuda-home-missing"], answer(text)
+
+
+@pytest.mark.parametrize("name, text, first", [
+    # round 8b, from fresh6's misses after its one scoring (in-sample since); each wording on its own text
+    ("CUDA error code 209", "ERROR: CUDA failed at src/prehash.cu: 52\nCUDA error code 209\nMiner is now terminated",
+     "no-kernel-image"),
+    ("an OpenACC binary without the GPU's cc", "Accelerator Fatal Error: This file was compiled: -acc=gpu -gpu=cc70 "
+     "-gpu=cc80 -acc=host or -acc=multicore\nRebuild this file with -gpu=cc89 to use NVIDIA Tesla GPU 0", "no-kernel-image"),
+    ("nvidia-modeset at another version", 'my system does not start: "nvidia-modeset: Version mismatch: nvidia.ko(378.13) '
+     'nvidia-modeset(375.26)"', "nvml-driver-mismatch"),
+    ("no kernel build tree", "cd kernel-open/nvidia/ && ln -sf ../../src/nvidia/_out/Linux_x86_64/nv-kernel.o\nmake[2]: "
+     "*** /lib/modules/6.2.0-26-generic/build: No such file or directory.  Stop.", "driver-install"),
+    ("an empty CUDA_PATH", "make fails to find nvcc `/bin/sh: line 1: /bin/nvcc: No such file or directory`",
+     "cuda-home-missing"),
+    ("an empty CUDA_HOME under ninja", "ninja: error: '/lib64/libcudart.so', needed by 'build/ext.so', missing and no "
+     "known rule to make it", "cuda-home-missing"),
+    ("stubs in the RPATH", "nvprof segfaults\n$ readelf -d `which app` | grep stubs\n 0x000000000000000f (RPATH) Library "
+     "rpath: [/opt/cuda-10.2/targets/x86_64-linux/lib/stubs:/opt/lib]", "cuda-stub-library"),
+    ("a container run without --gpus", "CUDA not detected when running without --gpus all", "container-toolkit"),
+    ("Docker Desktop's WSL2 GPU path", "OS: Windows\nUnexpected error from cudaGetDeviceCount(). Did you run some cuda "
+     "functions before calling NumCudaDevices() that might have already set an error? Error 500: named symbol not found",
+     "wsl"),
+    ("cuDNN's sub-library under WSL", "Could not load library libcudnn_cnn_infer.so.8\nCUDA was already installed on my "
+     "Ubuntu WSL Windows 11 installation.", "wsl"),
+    ("CTranslate2's library path message", "Please make sure cudnn_ops_infer64_8.dll is in your library path!\nI have "
+     "already installed cuda_12.2.1_536.67_windows.exe", "missing-shared-library"),
+])
+def test_round8b_wordings(name, text, first):
+    assert answer(text)[:1] == [first], (name, answer(text))
+
+
+@pytest.mark.parametrize("name, text, not_id", [
+    ("a CPU-only run of a CUDA build", "CPU-only code was working, GPU code was running but failing to learn with torch "
+     "1.1.0", "torch-cpu-only"),
+    ("error 500 on Linux is not WSL's", "Ubuntu 22.04 server\nError 500: named symbol not found", "wsl"),
+    ("cuDNN sub-library on a native host", "Ubuntu 22.04 bare metal\nCould not load library libcudnn_cnn_infer.so.8. "
+     "Error: libcudnn_cnn_infer.so.8: cannot open shared object file", "wsl"),
+    ("stubs named without a loader path", "the toolkit ships lib64/stubs for linking only", "cuda-stub-library"),
+])
+def test_round8b_wordings_do_not_hijack(name, text, not_id):
+    assert not_id not in answer(text, strict=True)[:1], (name, answer(text, strict=True))
+
+
+def test_an_empty_cuda_home_needs_the_root_path():
+    assert "cuda-home-missing" not in answer("ninja: error: '/usr/local/cuda/lib64/libcudart.so', needed by 'x.so', "
+                                             "missing and no known rule to make it", strict=True)
