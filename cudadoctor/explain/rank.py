@@ -148,7 +148,7 @@ def _words(text: str) -> set:
 def _vocab(signatures: tuple) -> tuple:
     """Per signature its words (title, meaning, keywords, pattern literals), weighted by how rare each word is
     across signatures (inverse document frequency), so 'nvcc' counts more than 'driver'."""
-    docs = [_words(" ".join([s.title, s.meaning, *s.keywords] + [c for p in s.patterns for c in p.contains]))
+    docs = [_words(" ".join([s.title, s.meaning, *s.keywords] + [c for p in s.patterns if p.words for c in p.contains]))
             for s in signatures]
     titles = [_words(s.title) for s in signatures]
     n = len(docs)

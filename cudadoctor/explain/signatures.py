@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 if sys.version_info >= (3, 11):
@@ -14,6 +14,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 SIGNATURE_DIR = Path(__file__).resolve().parent / "signatures"
+ERROR_CODES = Path(__file__).resolve().parent / "error_codes.toml"
 
 
 class SignatureError(ValueError):
@@ -30,6 +31,7 @@ class Pattern:
     unless: tuple = ()  # the pattern does not count when one of these appears anywhere in the input
     alternatives: tuple = ()  # ids this wording is often confused with, offered before the signature's own
     hint: bool = False  # context or prose, not an error line: never outranks another signature's error line
+    words: bool = True  # its literals feed the guesses' vocabulary (rank.closest); not a CUDA error number's forms
 
 
 @dataclass(frozen=True)
@@ -144,7 +146,76 @@ def load_dir(folder: Path) -> tuple:
     return tuple(sigs)
 
 
+# How tools print a bare CUDA error number: a CUDA name first on the line (cudaMalloc, cuInit, CUDA_CHECK, GPUassert,
+# err_no, cudaError_t), then a word that introduces a code, then the number ("CUDA error code 209", "GPUassert: code
+# 700", "Cuda error (err_no=30)", "cuInit returned 803", "CUDA error(2)"). make's "] Error 2" is no CUDA code.
+_CODE_NAME = (r"(?:\bcuda\w*|\bcu(?:init|mem\w*|launch\w*|ctx\w*|module\w*|device\w*|stream\w*|event\w*|graph\w*|func\w*"
+              r"|result|getdevice\w*)|\bgpu\s?assert|\bgpu_?(?:err\w*|check\w*)|\bcheck_?cuda\w*|\berr_no)")
+_CODE_WORD = r"(?:returned|returns|(?<!\] )error(?:_t)?|(?<!exit )(?<!return )code|result|err_no|errno|(?<!exit )status)"
+# the number ends there: not 2.5, not "35 lines", "2 GPUs", "700 MiB"
+_CODE_END = r"(?![\d.]|\s*(?:lines?\b|times\b|[kmgt]i?b\b|bytes\b|%|ms\b|s\b|secs?\b|gpus?\b|devices?\b|errors\b|warnings?\b))"
+_CODE_FORMS = ("error {n}", "error: {n}", "error={n}", "error = {n}", "error({n}", "error ({n}", "error_t {n}",
+               "code {n}", "code: {n}", "code={n}", "code({n}", "returned {n}", "returns {n}", "err_no={n}",
+               "err_no: {n}", "errno={n}", "result {n}", "result: {n}", "({n} vs")
+
+
+class LazyRegex:
+    """A regex compiled at its first search: the table's 24 patterns cost ~13 ms to compile, which a pasted message
+    without a CUDA error number should not pay at start-up (the 0.3 s target)."""
+
+    __slots__ = ("source", "_rx")
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self._rx = None
+
+    def compiled(self) -> "re.Pattern":
+        if self._rx is None:
+            self._rx = re.compile(self.source, re.IGNORECASE)
+        return self._rx
+
+    def search(self, text: str):
+        return self.compiled().search(text)
+
+
+def code_pattern(entry: dict, where: str) -> Pattern:
+    """The pattern that reads one CUDA error number (error_codes.toml) in the forms tools print it."""
+    n = entry.get("number")
+    if not isinstance(n, int) or n <= 0:
+        raise SignatureError(f"{where}: number must be a positive integer")
+    w = float(entry.get("weight", 0.8))
+    if not 0 < w <= 1:
+        raise SignatureError(f"{where}: weight must be in (0, 1]")
+    rx = LazyRegex(rf"{_CODE_NAME}.{{0,80}}?{_CODE_WORD}\W{{0,4}}{n}{_CODE_END}|\({n} vs")
+    return Pattern(tuple(f.format(n=n) for f in _CODE_FORMS), rx, None, w,
+                   alternatives=_tuple_of_str(entry, "alternatives", where), words=False)
+
+
+def with_codes(sigs: tuple, path: Path) -> tuple:
+    """The signatures with one more pattern per CUDA error number of the table at path, on the id it names."""
+    with open(path, "rb") as f:
+        try:
+            table = tomllib.load(f).get("code", [])
+        except tomllib.TOMLDecodeError as e:
+            raise SignatureError(f"{path.name}: {e}") from e
+    by_id = {s.id: [] for s in sigs}
+    seen: set = set()
+    for i, entry in enumerate(table):
+        where = f"{path.name} code {i + 1}"
+        if entry.get("id") not in by_id:
+            raise SignatureError(f"{where}: unknown id {entry.get('id')!r}")
+        if entry.get("number") in seen:
+            raise SignatureError(f"{where}: number {entry.get('number')} listed twice")
+        seen.add(entry.get("number"))
+        pat = code_pattern(entry, where)
+        unknown = [a for a in pat.alternatives if a not in by_id]
+        if unknown:
+            raise SignatureError(f"{where}: alternatives name unknown ids {unknown}")
+        by_id[entry["id"]].append(pat)
+    return tuple(replace(s, patterns=s.patterns + tuple(by_id[s.id])) if by_id[s.id] else s for s in sigs)
+
+
 @functools.lru_cache(maxsize=1)
 def load() -> tuple:
-    """Every shipped signature, in file-name order."""
-    return load_dir(SIGNATURE_DIR)
+    """Every shipped signature, in file-name order, each with the CUDA error numbers that name it (error_codes.toml)."""
+    return with_codes(load_dir(SIGNATURE_DIR), ERROR_CODES)

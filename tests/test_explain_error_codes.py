@@ -1,0 +1,90 @@
+"""CUDA error numbers printed alone ("CUDA error code 209", "GPUassert: code 700", "err_no=30"): the table
+cudadoctor/explain/error_codes.toml, read into one pattern per number on the signature it names."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from cudadoctor.explain import rank, scan, signatures
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+SIGS = signatures.load()
+SCANNER = scan.Scanner(SIGS)
+with open(signatures.ERROR_CODES, "rb") as _f:
+    TABLE = tomllib.load(_f)["code"]
+
+# the forms real tools print a bare code in
+FORMS = ["CUDA error code {n}", "CUDA error {n}", "cudaGetDeviceCount returned {n}", "CUDA error (code {n})",
+         "CUDA failed with error {n}", "CUDA Error: {n}", "cuda error={n}", "Cuda error (err_no={n})", "CUDA error({n})",
+         "CUDA_CHECK failed: error {n} at model.cu:88", "cudaError_t {n}", "GPUassert: code {n} kernel.cu 57",
+         "CUDA runtime error ({n}) at THCGeneral.cpp:844", "cuInit() returned {n}", "Check failed: cudaError_t error = {n}"]
+
+
+def strict(text: str) -> list:
+    return [m.id for m in rank.matches(SIGS, SCANNER.scan_text(text))]
+
+
+def test_the_table_names_known_ids_once_per_number():
+    ids = {s.id for s in SIGS}
+    numbers = [e["number"] for e in TABLE]
+    assert len(numbers) == len(set(numbers))
+    assert all(e["id"] in ids for e in TABLE)
+    per_id: dict = {}
+    for e in TABLE:
+        per_id[e["id"]] = per_id.get(e["id"], 0) + 1
+    for s in SIGS:  # one pattern per number, on the signature it names, none feeding the guesses' words
+        assert sum(1 for p in s.patterns if not p.words) == per_id.get(s.id, 0), s.id
+
+
+def test_every_code_regex_compiles():
+    for s in SIGS:
+        for p in s.patterns:
+            if not p.words:
+                assert p.regex.compiled().pattern
+
+
+@pytest.mark.parametrize("entry", TABLE, ids=lambda e: str(e["number"]))
+@pytest.mark.parametrize("form", FORMS)
+def test_a_bare_code_names_its_cause(entry, form):
+    text = form.format(n=entry["number"])
+    assert strict(text)[:1] == [entry["id"]], (text, strict(text))
+
+
+@pytest.mark.parametrize("text", [
+    "make[1]: *** [CMakeFiles/Makefile2:123: src/cuda/CMakeFiles/cudaops.dir/all] Error 2",  # make's, not CUDA's
+    "cudaMalloc of 2.5 GiB: error 2.5",
+    "cuda devices found: 2 GPUs, error 2 GPUs busy",
+    "custom error 2 in the data loader",  # no CUDA name
+    "torch 2.1.0+cuda12.1: Process finished with exit code 2",
+    "cuda_build.py: command returned non-zero exit status 2",
+    "CUDA_VISIBLE_DEVICES=2 python train.py",
+    "nvcc error 700 lines of warnings",
+])
+def test_a_number_that_is_no_cuda_code_is_not_read(text):
+    got = strict(text)
+    assert "out-of-memory" not in got and "illegal-memory-access" not in got, (text, got)
+
+
+def test_the_codes_refine_the_old_miss_of_a_miner():
+    # NBMiner's old-numbered cudaErrorUnknown (30, before CUDA 10.1): the GPU crashed
+    assert strict("Cuda error (err_no=30) please help!!!!")[:1] == ["device-lost"]
+
+
+@pytest.mark.parametrize("table, message", [
+    ('[[code]]\nnumber = 700\nid = "no-such-id"\n', "unknown id"),
+    ('[[code]]\nnumber = 700\nid = "illegal-memory-access"\n[[code]]\nnumber = 700\nid = "device-lost"\n', "twice"),
+    ('[[code]]\nnumber = 0\nid = "illegal-memory-access"\n', "positive integer"),
+    ('[[code]]\nnumber = 700\nid = "illegal-memory-access"\nweight = 2\n', "weight"),
+    ('[[code]]\nnumber = 700\nid = "illegal-memory-access"\nalternatives = ["nope"]\n', "unknown ids"),
+])
+def test_a_malformed_table_is_refused(tmp_path, table, message):
+    p = tmp_path / "codes.toml"
+    p.write_text(table)
+    with pytest.raises(signatures.SignatureError, match=message):
+        signatures.with_codes(signatures.load_dir(signatures.SIGNATURE_DIR), p)
