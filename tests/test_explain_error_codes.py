@@ -3,6 +3,8 @@ cudadoctor/explain/error_codes.toml, read into one pattern per number on the sig
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import sys
 
 import pytest
@@ -88,3 +90,61 @@ def test_a_malformed_table_is_refused(tmp_path, table, message):
     p.write_text(table)
     with pytest.raises(signatures.SignatureError, match=message):
         signatures.with_codes(signatures.load_dir(signatures.SIGNATURE_DIR), p)
+
+
+NAMES_CU = r"""
+#include <cstdio>
+#include <cstdlib>
+#include <cuda_runtime.h>
+#ifdef WITH_DRIVER
+#include <cuda.h>
+#endif
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    int n = atoi(argv[i]);
+    const char* drv = "-";
+#ifdef WITH_DRIVER
+    if (cuGetErrorName((CUresult)n, &drv) != CUDA_SUCCESS) drv = "unrecognized";
+#endif
+    printf("%d|%s|%s\n", n, cudaGetErrorName((cudaError_t)n), drv);
+  }
+  return 0;
+}
+"""
+
+
+def _names(tmp_path, driver: bool) -> dict:
+    """{number: (runtime name, driver name)} as this machine's CUDA prints them."""
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    src = tmp_path / "names.cu"
+    src.write_text(NAMES_CU)
+    exe = tmp_path / "names"
+    flags = ["-DWITH_DRIVER", "-lcuda"] if driver else []
+    subprocess.run([nvcc, *flags, "-o", str(exe), str(src)], check=True, capture_output=True, timeout=300)
+    out = subprocess.run([str(exe), *[str(e["number"]) for e in TABLE]], check=True, capture_output=True, text=True,
+                         timeout=60).stdout
+    return {int(n): (rt, drv) for n, rt, drv in (line.split("|") for line in out.splitlines())}
+
+
+@pytest.mark.nvcc
+def test_the_table_agrees_with_the_cuda_runtime(tmp_path):
+    # cudaGetErrorName needs no GPU and no driver: the numbers are checked against the installed toolkit's cudart
+    names = _names(tmp_path, driver=False)
+    for e in TABLE:
+        runtime = names[e["number"]][0]
+        if e.get("legacy"):  # a pre-10.1 number: nothing in today's enum, so it cannot be misread
+            assert runtime == "unrecognized error code", (e["number"], runtime)
+        else:
+            assert runtime in e["names"], (e["number"], runtime, e["names"])
+
+
+@pytest.mark.gpu
+def test_the_table_agrees_with_the_cuda_driver(tmp_path):
+    # cuGetErrorName comes from libcuda (the driver): run where a driver is installed
+    names = _names(tmp_path, driver=True)
+    for e in TABLE:
+        driver = names[e["number"]][1]
+        if e.get("legacy"):
+            assert driver == "unrecognized", (e["number"], driver)
+        elif driver != "unrecognized":  # some runtime-only numbers (35, 98) have no driver twin
+            assert driver in e["names"], (e["number"], driver, e["names"])
