@@ -776,3 +776,38 @@ def test_an_empty_cuda_home_needs_the_root_path():
 ])
 def test_round8_precision_review(name, text, first):
     assert answer(text)[:1] == [first], (name, answer(text))
+
+
+@pytest.mark.parametrize("name, text, first", [
+    # round 9b, from fresh7's misses after its one scoring (in-sample since)
+    ("a checkpoint saved on another GPU index", "RuntimeError: Attempting to deserialize object on CUDA device 1 but "
+     "torch.cuda.device_count() is 1. Please use torch.load with map_location to map your storages to an existing "
+     "device.", "visible-devices"),
+    ("Rust's NoBinaryForGpu", "thread 'main' panicked at 'called `Result::unwrap()` on an `Err` value: "
+     "Cuda(NoBinaryForGpu)', examples/add.rs:10:76", "no-kernel-image"),
+    ("xFormers built for another torch", "WARNING[XFORMERS]: xFormers can't load C++/CUDA extensions. xFormers was "
+     "built for:\n    PyTorch 2.2.0+cu121 with CUDA 1201 (you have 2.1.2+cu121)", "undefined-symbol"),
+    ("TF configure missing a CUDA library", "Cuda Configuration Error: Cannot find cuda library libcublas.so.10.1",
+     "missing-shared-library"),
+    ("no device inside WSL2", "[BUG] Cannot find GPU in WSL2\nnumba.cuda.cudadrv.error.CudaSupportError: Error at driver "
+     "init: Call to cuInit results in CUDA_ERROR_NO_DEVICE (100)", "wsl"),
+    ("a Windows path mounted in WSL", "File \"/mnt/c/Users/me/proj/.venv/lib/python3.12/site-packages/numba_cuda/"
+     "driver.py\", line 258\nCall to cuInit results in CUDA_ERROR_NO_DEVICE (100)", "wsl"),
+    ("out of video memory", "My GT1030 has 2GB memory, it stops after a few seconds: Out of video memory", "out-of-memory"),
+    ("the NVML stub's warning", "WARNING:\nYou should always run with libnvidia-ml.so that is installed with your\n"
+     "NVIDIA Display Driver.\nlibnvidia-ml.so in GDK package is a stub library that is attached only for\nbuild "
+     "purposes", "cuda-stub-library"),
+])
+def test_round9b_wordings(name, text, first):
+    assert answer(text)[:1] == [first], (name, answer(text))
+
+
+@pytest.mark.parametrize("name, text, not_id", [
+    ("no device on a native host", "Ubuntu 22.04 bare metal\nCall to cuInit results in CUDA_ERROR_NO_DEVICE (100)", "wsl"),
+    ("no device, WSL only mentioned as not used", "Native Linux, not WSL.\ncudaErrorNoDevice: no CUDA-capable device is "
+     "detected", "wsl"),
+    ("a deserialize with CUDA unavailable is the CPU wheel's", "RuntimeError: Attempting to deserialize object on a CUDA "
+     "device but torch.cuda.is_available() is False.", "visible-devices"),
+])
+def test_round9b_wordings_do_not_hijack(name, text, not_id):
+    assert answer(text, strict=True)[:1] != [not_id], (name, answer(text, strict=True))

@@ -46,6 +46,15 @@ def test_root_causes_outrank_symptoms():
     assert p["out-of-memory"] > p["cublas-cudnn-status"]
 
 
+def test_every_shipped_regex_compiles():
+    # the shipped signatures compile their regexes at first use (start-up): a bad one must still fail here
+    for sig in SIGS:
+        for pat in sig.patterns:
+            for rx in (pat.regex, pat.capture):
+                if rx is not None:
+                    assert rx.compiled().pattern == rx.pattern, (sig.id, rx.pattern)
+
+
 @pytest.mark.parametrize("sig", SIGS, ids=lambda s: s.id)
 def test_regexes_fast_on_hostile_windows(sig):
     hostile = ["a" * (2 * WINDOW), "xid " * 500, "(" * 2000, "compiled against " + "1, " * 600,
