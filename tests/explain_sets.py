@@ -48,8 +48,9 @@ def cases(path: Path) -> list:
 
 
 def _thread(url: str) -> str:
-    """One spelling per thread: no trailing slash, GitHub's owner/repo case ignored."""
-    return url.strip().rstrip("/").lower()
+    """One spelling per thread: no trailing slash, GitHub's owner/repo case ignored, and a pull request and an issue
+    of one number are one thread."""
+    return url.strip().rstrip("/").lower().replace("/pull/", "/issues/")
 
 
 def urls(path: Path) -> set:

@@ -9,15 +9,14 @@ import sys
 
 import pytest
 
-from cudadoctor.explain import rank, scan, signatures
+from cudadoctor.explain import signatures
+from explain_sets import SIGS, answer
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
-SIGS = signatures.load()
-SCANNER = scan.Scanner(SIGS)
 with open(signatures.ERROR_CODES, "rb") as _f:
     TABLE = tomllib.load(_f)["code"]
 
@@ -26,10 +25,6 @@ FORMS = ["CUDA error code {n}", "CUDA error {n}", "cudaGetDeviceCount returned {
          "CUDA failed with error {n}", "CUDA Error: {n}", "cuda error={n}", "Cuda error (err_no={n})", "CUDA error({n})",
          "CUDA_CHECK failed: error {n} at model.cu:88", "cudaError_t {n}", "GPUassert: code {n} kernel.cu 57",
          "CUDA runtime error ({n}) at THCGeneral.cpp:844", "cuInit() returned {n}", "Check failed: cudaError_t error = {n}"]
-
-
-def strict(text: str) -> list:
-    return [m.id for m in rank.matches(SIGS, SCANNER.scan_text(text))]
 
 
 def test_the_table_names_known_ids_once_per_number():
@@ -55,7 +50,7 @@ def test_every_code_regex_compiles():
 @pytest.mark.parametrize("form", FORMS)
 def test_a_bare_code_names_its_cause(entry, form):
     text = form.format(n=entry["number"])
-    assert strict(text)[:1] == [entry["id"]], (text, strict(text))
+    assert answer(text, strict=True)[:1] == [entry["id"]], (text, answer(text, strict=True))
 
 
 @pytest.mark.parametrize("text", [
@@ -69,13 +64,13 @@ def test_a_bare_code_names_its_cause(entry, form):
     "nvcc error 700 lines of warnings",
 ])
 def test_a_number_that_is_no_cuda_code_is_not_read(text):
-    got = strict(text)
+    got = answer(text, strict=True)
     assert "out-of-memory" not in got and "illegal-memory-access" not in got, (text, got)
 
 
 def test_the_codes_refine_the_old_miss_of_a_miner():
     # NBMiner's old-numbered cudaErrorUnknown (30, before CUDA 10.1): the GPU crashed
-    assert strict("Cuda error (err_no=30) please help!!!!")[:1] == ["device-lost"]
+    assert answer("Cuda error (err_no=30) please help!!!!", strict=True)[:1] == ["device-lost"]
 
 
 @pytest.mark.parametrize("table, message", [

@@ -640,7 +640,7 @@ def test_round7_precision_review(name, text, first):
         assert got[:1] == [first], (name, got)
 
 
-@pytest.mark.parametrize("name, text, first", [
+ROUND8 = [
     # round 8, from the in-sample misses of fresh5 and dev6 (each wording checked both ways)
     ("NCCL: two ranks on one GPU", "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1691, invalid "
      "usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.19.3\nncclInvalidUsage: This usually reflects invalid "
@@ -655,9 +655,7 @@ def test_round7_precision_review(name, text, first):
      "kernel.cu: 487", "device-lost"),
     ("OC through a vendor tool", "Max GPU OC through GHelper crashes games on startup with a dxgi error (RTX 4080)",
      "device-lost"),
-])
-def test_round8_wordings(name, text, first):
-    assert answer(text)[:1] == [first], (name, answer(text))
+]
 
 
 @pytest.mark.parametrize("name, text", [
@@ -680,7 +678,7 @@ def test_duplicate_gpu_is_the_placement_not_generic_nccl():
     assert got[:1] == ["device-busy"] and "nccl" in got[:3], got
 
 
-@pytest.mark.parametrize("name, text, first", [
+ROUND8_WSL = [
     # inside WSL the Linux side never loads a driver: NVML's "driver not loaded" means the wrong libnvidia-ml (not
     # /usr/lib/wsl/lib's) or a Windows driver without WSL support; a WSL1 kernel has no GPU at all
     ("NVML in WSL", "nvmlInit_v2 unable to detect Nvidia GPU in WSL\nThe nvmlReturn_t returns 9 "
@@ -693,9 +691,7 @@ def test_duplicate_gpu_is_the_placement_not_generic_nccl():
      "Not Loaded", "no-driver-or-device"),
     ("a WSL2 kernel is not WSL1's", "Linux 5.15.153.1-microsoft-standard-WSL2\ntorch.cuda.OutOfMemoryError: CUDA out of "
      "memory. Tried to allocate 20.00 MiB", "wsl"),
-])
-def test_round8_wsl_wordings(name, text, first):
-    assert answer(text)[:1] == [first], (name, answer(text))
+]
 
 
 def test_an_nvcc_path_with_its_own_quotes_is_a_wrong_cuda_home():
@@ -704,7 +700,7 @@ def test_an_nvcc_path_with_its_own_quotes_is_a_wrong_cuda_home():
     assert answer(text)[:1] == ["cuda-home-missing"], answer(text)
 
 
-@pytest.mark.parametrize("name, text, first", [
+ROUND8B = [
     # round 8b, from fresh6's misses after its one scoring (in-sample since); each wording on its own text
     ("CUDA error code 209", "ERROR: CUDA failed at src/prehash.cu: 52\nCUDA error code 209\nMiner is now terminated",
      "no-kernel-image"),
@@ -728,21 +724,18 @@ def test_an_nvcc_path_with_its_own_quotes_is_a_wrong_cuda_home():
      "Ubuntu WSL Windows 11 installation.", "wsl"),
     ("CTranslate2's library path message", "Please make sure cudnn_ops_infer64_8.dll is in your library path!\nI have "
      "already installed cuda_12.2.1_536.67_windows.exe", "missing-shared-library"),
-])
-def test_round8b_wordings(name, text, first):
-    assert answer(text)[:1] == [first], (name, answer(text))
+]
 
 
-@pytest.mark.parametrize("name, text, not_id", [
+NOT_ROUND8B = [
+    # round 8b wordings that must stay silent on the near-miss
     ("a CPU-only run of a CUDA build", "CPU-only code was working, GPU code was running but failing to learn with torch "
      "1.1.0", "torch-cpu-only"),
     ("error 500 on Linux is not WSL's", "Ubuntu 22.04 server\nError 500: named symbol not found", "wsl"),
     ("cuDNN sub-library on a native host", "Ubuntu 22.04 bare metal\nCould not load library libcudnn_cnn_infer.so.8. "
      "Error: libcudnn_cnn_infer.so.8: cannot open shared object file", "wsl"),
     ("stubs named without a loader path", "the toolkit ships lib64/stubs for linking only", "cuda-stub-library"),
-])
-def test_round8b_wordings_do_not_hijack(name, text, not_id):
-    assert not_id not in answer(text, strict=True)[:1], (name, answer(text, strict=True))
+]
 
 
 def test_an_empty_cuda_home_needs_the_root_path():
@@ -750,8 +743,8 @@ def test_an_empty_cuda_home_needs_the_root_path():
                                              "missing and no known rule to make it", strict=True)
 
 
-@pytest.mark.parametrize("name, text, first", [
-    # the precision review of round 8 (a helper that had not written the patterns, 92 reports; /work/notes/review_r8.md):
+ROUND8_REVIEW = [
+    # the precision review of round 8 (a helper that had not written the patterns, 92 reports; RESULTS.md, round 8):
     # each was a hijack by a round-8 pattern before its narrowing
     ('oc_gpu_oc_profile_isavail', 'torch.cuda.is_available() returns False on my new PC.\nWindows 11, RTX 4070 Ti (running a mild GPU OC profile for gaming), driver 551.23.\nI installed with `pip install torch torchvision` in a fresh venv, Python 3.12.', 'torch-cpu-only'),
     ('oc_none_sysinfo_isavail', 'torch.cuda.is_available() is False\nSystem info:\n- OS: Windows 10 22H2\n- GPU: RTX 3060 12GB\n- Overclock: none\n- torch: installed via pip install torch==2.2.0', 'torch-cpu-only'),
@@ -773,12 +766,10 @@ def test_an_empty_cuda_home_needs_the_root_path():
     ('nvml_driver_not_loaded_wsl_word_in_path', "$ nvidia-smi\nFailed to initialize NVML: Driver not loaded\nNative Arch Linux. My project folder is ~/code/wsl-migration-tool (it's a tool for moving VMs, nothing to do with WSL)", 'no-driver-or-device'),
     ('oc_hint_vs_cpu_only_hint_afterburner', 'torch.cuda.is_available() returns False. GPU: RTX 3080 with Afterburner OC profile. I installed torch with pip on Windows, Python 3.11.', 'torch-cpu-only'),
     ('wsl_not_used_cudnn_version_mismatch', 'RuntimeError: cuDNN version incompatibility: PyTorch was compiled against (8, 9, 2) but found runtime version (8, 2, 1). PyTorch already comes bundled with cuDNN.\nCould not load library libcudnn_cnn_infer.so.8.\n(Not WSL, native Ubuntu.)', 'cudnn-version-mismatch'),
-])
-def test_round8_precision_review(name, text, first):
-    assert answer(text)[:1] == [first], (name, answer(text))
+]
 
 
-@pytest.mark.parametrize("name, text, first", [
+ROUND9B = [
     # round 9b, from fresh7's misses after its one scoring (in-sample since)
     ("a checkpoint saved on another GPU index", "RuntimeError: Attempting to deserialize object on CUDA device 1 but "
      "torch.cuda.device_count() is 1. Please use torch.load with map_location to map your storages to an existing "
@@ -797,17 +788,23 @@ def test_round8_precision_review(name, text, first):
     ("the NVML stub's warning", "WARNING:\nYou should always run with libnvidia-ml.so that is installed with your\n"
      "NVIDIA Display Driver.\nlibnvidia-ml.so in GDK package is a stub library that is attached only for\nbuild "
      "purposes", "cuda-stub-library"),
-])
-def test_round9b_wordings(name, text, first):
-    assert answer(text)[:1] == [first], (name, answer(text))
+]
 
 
-@pytest.mark.parametrize("name, text, not_id", [
+NOT_ROUND9B = [
     ("no device on a native host", "Ubuntu 22.04 bare metal\nCall to cuInit results in CUDA_ERROR_NO_DEVICE (100)", "wsl"),
     ("no device, WSL only mentioned as not used", "Native Linux, not WSL.\ncudaErrorNoDevice: no CUDA-capable device is "
      "detected", "wsl"),
     ("a deserialize with CUDA unavailable is the CPU wheel's", "RuntimeError: Attempting to deserialize object on a CUDA "
      "device but torch.cuda.is_available() is False.", "visible-devices"),
-])
-def test_round9b_wordings_do_not_hijack(name, text, not_id):
+]
+
+
+@pytest.mark.parametrize("name, text, first", ROUND8 + ROUND8_WSL + ROUND8B + ROUND8_REVIEW + ROUND9B)
+def test_rounds_8_9_wordings(name, text, first):
+    assert answer(text)[:1] == [first], (name, answer(text))
+
+
+@pytest.mark.parametrize("name, text, not_id", NOT_ROUND8B + NOT_ROUND9B)
+def test_rounds_8_9_wordings_do_not_hijack(name, text, not_id):
     assert answer(text, strict=True)[:1] != [not_id], (name, answer(text, strict=True))

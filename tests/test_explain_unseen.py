@@ -101,21 +101,13 @@ def test_round7_tuning_set_excludes_every_thread_round6_met():
     assert not urls(DEV6) & met, sorted(urls(DEV6) & met)
 
 
-def _one_spelling(us: set) -> set:
-    """A pull request and an issue of one number are one thread."""
-    return {u.replace("/pull/", "/issues/") for u in us}
-
-
-def test_round8_blind_set_excludes_every_thread_any_earlier_collector_met():
-    met = _one_spelling(met_urls(DEV2, DEV3, DEV4, FRESH4, DEV5, DEV6))
-    met |= _one_spelling(set().union(*(urls(p) for p in SETS.values() if p != FRESH6), urls(CORPUS), urls(HELDOUT)))
-    assert not _one_spelling(urls(FRESH6)) & met, sorted(_one_spelling(urls(FRESH6)) & met)
-
-
-def test_round9_blind_set_excludes_every_thread_any_earlier_collector_met():
-    met = _one_spelling(met_urls(DEV2, DEV3, DEV4, FRESH4, DEV5, DEV6, FRESH6))
-    met |= _one_spelling(set().union(*(urls(p) for p in SETS.values() if p != FRESH7), urls(CORPUS), urls(HELDOUT)))
-    assert not _one_spelling(urls(FRESH7)) & met, sorted(_one_spelling(urls(FRESH7)) & met)
+@pytest.mark.parametrize("fresh, earlier", [
+    (FRESH6, (DEV2, DEV3, DEV4, FRESH4, DEV5, DEV6)),  # round 8
+    (FRESH7, (DEV2, DEV3, DEV4, FRESH4, DEV5, DEV6, FRESH6)),  # round 9
+], ids=["round8", "round9"])
+def test_blind_set_excludes_every_thread_any_earlier_collector_met(fresh, earlier):
+    met = met_urls(*earlier).union(*(urls(p) for p in SETS.values() if p != fresh), urls(CORPUS), urls(HELDOUT))
+    assert not urls(fresh) & met, sorted(urls(fresh) & met)
 
 
 def test_sets_share_no_thread():

@@ -90,6 +90,17 @@ def _tuple_of_str(d: dict, key: str, where: str) -> tuple:
     return tuple(v)
 
 
+def _regex(source: str, lazy: bool):
+    return LazyRegex(source) if lazy else re.compile(source, re.IGNORECASE)
+
+
+def _check_known(names: tuple, ids, where: str) -> None:
+    """explains/alternatives may only name ids that exist."""
+    unknown = [e for e in names if e not in ids]
+    if unknown:
+        raise SignatureError(f"{where}: explains/alternatives name unknown ids {unknown}")
+
+
 def parse(data: dict, where: str = "<data>", lazy: bool = False) -> Signature:
     """One signature from its TOML data; lazy: regexes compile at first use (the shipped, CI-checked data)."""
     for k in _REQUIRED:
@@ -105,12 +116,12 @@ def parse(data: dict, where: str = "<data>", lazy: bool = False) -> Signature:
             raise SignatureError(f"{pw}: 'contains', 'context' and 'unless' must be ASCII (the scan is byte-wise)")
         rx = p.get("regex")
         try:
-            compiled = (LazyRegex(rx) if lazy else re.compile(rx, re.IGNORECASE)) if rx else None
+            compiled = _regex(rx, lazy) if rx else None
         except re.error as e:
             raise SignatureError(f"{pw}: bad regex: {e}") from e
         cap = p.get("capture")
         try:
-            cap_rx = (LazyRegex(cap) if lazy else re.compile(cap, re.IGNORECASE)) if cap else None
+            cap_rx = _regex(cap, lazy) if cap else None
         except re.error as e:
             raise SignatureError(f"{pw}: bad capture regex: {e}") from e
         w = float(p.get("weight", 0.9))
@@ -164,10 +175,7 @@ def load_dir(folder: Path, lazy: bool = False) -> tuple:
     if dup:
         raise SignatureError(f"duplicate signature ids: {sorted(dup)}")
     for s in sigs:
-        pattern_alts = tuple(a for p in s.patterns for a in p.alternatives)
-        unknown = [e for e in s.explains + s.alternatives + pattern_alts if e not in ids]
-        if unknown:
-            raise SignatureError(f"{s.source}: explains/alternatives name unknown ids {unknown}")
+        _check_known(s.explains + s.alternatives + tuple(a for p in s.patterns for a in p.alternatives), ids, s.source)
     return tuple(sigs)
 
 
@@ -214,9 +222,7 @@ def with_codes(sigs: tuple, path: Path) -> tuple:
             raise SignatureError(f"{where}: number {entry.get('number')} listed twice")
         seen.add(entry.get("number"))
         pat = code_pattern(entry, where)
-        unknown = [a for a in pat.alternatives if a not in by_id]
-        if unknown:
-            raise SignatureError(f"{where}: alternatives name unknown ids {unknown}")
+        _check_known(pat.alternatives, by_id, where)
         by_id[entry["id"]].append(pat)
     return tuple(replace(s, patterns=s.patterns + tuple(by_id[s.id])) if by_id[s.id] else s for s in sigs)
 
