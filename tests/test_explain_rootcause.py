@@ -152,7 +152,7 @@ def test_bad_gate_is_rejected():
 
 # ---- round 3 (tests/data/explain_dev2): wordings that hide their cause, and their differential
 
-@pytest.mark.parametrize("text,first", [
+ROUND3_WORDINGS = [
     # a driver API entry point missing from libcuda: the driver is older than the program's CUDA
     ('msg="unable to load cuda driver library" library=/usr/lib64/libcuda.so.460.106.00 error="symbol lookup for '
      'cuCtxCreate_v3 failed: /usr/lib64/libcuda.so.460.106.00: undefined symbol: cuCtxCreate_v3"', "driver-too-old"),
@@ -181,9 +181,7 @@ def test_bad_gate_is_rejected():
      "num_gpus INTERNAL ASSERT FAILED", "visible-devices"),
     ("lspci -k\n08:00.0 3D controller: NVIDIA Corporation GK208M\n\tKernel driver in use: nouveau", "no-driver-or-device"),
     ("modprobe: FATAL: Module nvidia not found in directory /lib/modules/5.15.0-91-generic", "driver-install"),
-])
-def test_round3_wordings(text, first):
-    assert answer(text)[:1] == [first], answer(text)
+]
 
 
 @pytest.mark.parametrize("text,top3", [
@@ -230,18 +228,16 @@ def test_few_shared_words_still_give_three_causes():
     assert answer(text) == ["driver-install", "no-driver-or-device", "nvml-driver-mismatch"]
 
 
-@pytest.mark.parametrize("text,first", [
+ROUND3_MORE_WORDINGS = [
     ("W tensorflow/stream_executor/cuda/cuda_driver.cc:269] failed call to cuInit: UNKNOWN ERROR (303)",
      "no-driver-or-device"),
     ("IndexKernel.cu:92: operator(): block: [0,0,0], thread: [0,0,0] Assertion `index out of bounds` failed.",
      "illegal-memory-access"),
-])
-def test_round3_more_wordings(text, first):
-    assert answer(text)[:1] == [first], answer(text)
+]
 
 
 # Round 4 (issue 17): wordings and context from round 3's fresh set, once it had been scored (in-sample now)
-@pytest.mark.parametrize("text,first", [
+ROUND4_WORDINGS = [
     # "CUDA is not available" in a Docker image / compose set-up: the container got no GPU
     ("CUDA not found in docker image\nI pulled the official docker image but torch.cuda.is_available() = False.",
      "container-toolkit"),
@@ -268,12 +264,10 @@ def test_round3_more_wordings(text, first):
     ("GPU becomes unavailable after some time in Docker container\nnvidia-smi inside the container fails",
      "nvml-unknown-error"),
     ("RuntimeError: No CUDA GPU available", "visible-devices"),
-])
-def test_round4_wordings(text, first):
-    assert answer(text)[:1] == [first], answer(text)
+]
 
 
-@pytest.mark.parametrize("text,not_first", [
+ROUND4_WORDINGS_DO_NOT_OVERREACH = [
     # the container was given the GPU: not the toolkit
     ("docker run --gpus all img\ntorch.cuda.is_available() returns False", "container-toolkit"),
     # a CPU wheel named in the container report is the CPU wheel
@@ -284,9 +278,7 @@ def test_round4_wordings(text, first):
     ("Downloading torch-2.1.0+cu118-cp310-cp310-win_amd64.whl\nCUDA is not available", "torch-cpu-only"),
     # an nvcc that matches torch's CUDA is no mismatch
     ("torch 2.1.0+cu118\nCuda compilation tools, release 11.8, V11.8.89\nninja: build stopped", "nvcc-torch-mismatch"),
-])
-def test_round4_wordings_do_not_overreach(text, not_first):
-    assert not_first not in ids(text), ids(text)  # no match (a low-confidence guess may still name it)
+]
 
 
 @pytest.mark.parametrize("needs,has,diff", [("cu118", "11.5", True), ("cu118", "11.8", False), ("12.1", "11.8", True),
@@ -314,7 +306,7 @@ def test_gate_notes_show_versions_not_wheel_tags():
 
 
 # Round 4, from the round-4 tuning set (tests/data/explain_dev3)
-@pytest.mark.parametrize("text,first", [
+ROUND4_TUNING_SET_WORDINGS = [
     # torch's "Found no NVIDIA driver" in a docker-compose run: the container was given no GPU
     ("$ docker-compose run generate\nRuntimeError: Found no NVIDIA driver on your system. Please check that you "
      "have an NVIDIA GPU and installed a driver", "container-toolkit"),
@@ -323,24 +315,20 @@ def test_gate_notes_show_versions_not_wheel_tags():
     ("[Bug]: ncclAllReduce deadlocks on 2x RTX 5880 Ada (PCIe PHB topology, no NVLink)", "nccl"),
     ("collab section isnt working, it is asking for Nvidia driver", "no-driver-or-device"),
     ("Torch does not have CUDA\nthe update dumbed down torch to no cuda", "torch-cpu-only"),
-])
-def test_round4_tuning_set_wordings(text, first):
-    assert answer(text)[:1] == [first], answer(text)
+]
 
 
-@pytest.mark.parametrize("text,not_first", [
+ROUND4_TUNING_SET_WORDINGS_DO_NOT_OVERREACH = [
     # the container got the GPU: a missing driver is the host's
     ("docker run --gpus all img\nRuntimeError: Found no NVIDIA driver on your system.", "container-toolkit"),
     # a hang that does not name NCCL is not NCCL's
     ("the training hangs after epoch 3 on one GPU", "nccl"),
-])
-def test_round4_tuning_set_wordings_do_not_overreach(text, not_first):
-    assert not_first not in ids(text), ids(text)
+]
 
 
 # Round 4: CUDA's own error names (driver API CUDA_ERROR_*, runtime cudaError*, the math libraries' status
 # codes) for causes the signatures already cover, from NVIDIA's error enums rather than from any report
-@pytest.mark.parametrize("text,first", [
+CUDA_ERROR_NAMES = [
     ("cudaErrorInvalidDeviceFunction: invalid device function", "no-kernel-image"),
     ("CUDA_ERROR_ILLEGAL_INSTRUCTION: an illegal instruction was encountered", "illegal-memory-access"),
     ("CUDA_ERROR_MISALIGNED_ADDRESS", "illegal-memory-access"),
@@ -349,9 +337,7 @@ def test_round4_tuning_set_wordings_do_not_overreach(text, not_first):
     ("CURAND_STATUS_LAUNCH_FAILURE", "cublas-cudnn-status"),
     ("CUDNN_STATUS_ARCH_MISMATCH", "cublas-cudnn-status"),
     ("CUDA driver error: device not ready", "launch-timeout"),
-])
-def test_cuda_error_names(text, first):
-    assert answer(text)[:1] == [first], answer(text)
+]
 
 
 def test_arch_mismatch_offers_the_arch_causes_next():
@@ -359,7 +345,7 @@ def test_arch_mismatch_offers_the_arch_causes_next():
 
 
 # Round 4, from the second tuning set (tests/data/explain_dev4)
-@pytest.mark.parametrize("text,first", [
+ROUND4_SECOND_TUNING_SET_WORDINGS = [
     ("CUDA error: Insufficient CUDA driver: 9020", "driver-too-old"),
     ("nvidia-docker | Error: unsupported CUDA version: driver 7.5 < image 8.0", "driver-too-old"),
     # the only GPU is not NVIDIA's
@@ -382,21 +368,17 @@ def test_arch_mismatch_offers_the_arch_causes_next():
     ("NVRM: Xid (PCI:0000:0b:00): 119, pid=1, Timeout after 45s of waiting for RPC response from GPU3 GSP!", "xid-event"),
     ("NVRM: Xid (PCI:0000:3b:00): 48, pid=1, An uncorrectable double bit error (DBE) has been detected", "xid-event"),
     ("NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.", "device-lost"),
-])
-def test_round4_second_tuning_set_wordings(text, first):
-    assert answer(text)[:1] == [first], answer(text)
+]
 
 
-@pytest.mark.parametrize("text,not_first", [
+ROUND4_SECOND_TUNING_SET_WORDINGS_DO_NOT_OVERREACH = [
     # an AMD CPU next to an NVIDIA GPU is no missing GPU
     ("AMD Ryzen 9 5950X, GeForce RTX 3090\nRuntimeError: CUDA error: out of memory", "no-driver-or-device"),
     # an AMD GPU driven through ROCm is not a CUDA question
     ("torch on ROCm with a Radeon RX 7900 XTX: HIP error: invalid device function", "no-driver-or-device"),
     # nvcuda.dll named without failing to load
     ("Loaded nvcuda.dll version 546.33", "no-driver-or-device"),
-])
-def test_round4_second_tuning_set_wordings_do_not_overreach(text, not_first):
-    assert not_first not in ids(text), ids(text)
+]
 
 
 def test_a_blank_screen_is_only_a_hint():
@@ -418,7 +400,7 @@ def test_every_signature_has_keywords():
 
 
 # After round 4's blind set was scored (its misses read; in-sample since)
-@pytest.mark.parametrize("text,first", [
+AFTER_ROUND4_BLIND_SCORING = [
     # an explicit CUDA error code names the mechanism, even in a Docker report
     ("torch.cuda.is_available() return False in latest docker image\nError 804: forward compatibility was attempted on "
      "non supported HW", "forward-compat"),
@@ -431,13 +413,11 @@ def test_every_signature_has_keywords():
     ("Unable to find cuda lib under the names [\"cuda\", \"nvcuda\"] on WSL", "wsl"),
     ("Ollama Docker - Failing to use GPU after idle time\nnvcuda failed to get primary device context 800",
      "nvml-unknown-error"),
-])
-def test_after_round4_blind_scoring(text, first):
-    assert answer(text)[:1] == [first], answer(text)
+]
 
 
 # After the round-5 blind set (tests/data/explain_fresh4) was scored once (in-sample since)
-@pytest.mark.parametrize("text,first", [
+AFTER_ROUND5_BLIND_SCORING = [
     ("NVML ERROR: RM has detected an NVML/RM version mismatch.", "nvml-driver-mismatch"),
     ("nvidia-container-cli: initialization error: cuda error: forward compatibility was attempted on non supported HW"
      "\nerror 804", "forward-compat"),
@@ -449,9 +429,7 @@ def test_after_round4_blind_scoring(text, first):
     ("I ran cuda.cuDeviceGetCount(ct.byref(nGpus)), it returns 34, but the nGpus.value remains 0.", "cuda-stub-library"),
     ("xmr-stak: [CUDA] Error gpu 0: <C:/xmr-stak-master/xmrstak/backend/nvidia/nvcc_code/cuda_extra.cu>:265",
      "launch-timeout"),
-])
-def test_after_round5_blind_scoring(text, first):
-    assert answer(text)[:1] == [first], answer(text)
+]
 
 
 @pytest.mark.parametrize("text,not_first", [
@@ -468,7 +446,7 @@ def test_round4_context_words_do_not_hijack_other_causes(text, not_first):
 
 # A review of round 4's patterns (realistic reports where a context or prose pattern put a wrong cause first).
 # Context and prose patterns are hints: they never displace another cause's error line.
-@pytest.mark.parametrize("text,first", [
+A_HINT_NEVER_DISPLACES_ANOTHER_CAUSES_ERROR_LINE = [
     ("After apt upgrade, nvidia-smi says: Failed to initialize NVML: Driver/library version mismatch",
      "nvml-driver-mismatch"),
     ("After a kernel update I reinstalled the nvidia driver and nvidia-smi works now, but training fails: "
@@ -504,9 +482,7 @@ def test_round4_context_words_do_not_hijack_other_causes(text, not_first):
      "triggered", "illegal-memory-access"),
     ("conda's pytorch doesn't include cuda runtime?\nImportError: libcudnn.so.8: cannot open shared object file: No "
      "such file or directory", "missing-shared-library"),
-])
-def test_a_hint_never_displaces_another_causes_error_line(text, first):
-    assert answer(text)[:1] == [first], answer(text)
+]
 
 
 def test_hints_rank_after_direct_matches_and_do_not_use_explains(tmp_path):
@@ -525,7 +501,7 @@ def test_hints_rank_after_direct_matches_and_do_not_use_explains(tmp_path):
         signatures.load_dir(tmp_path)
 
 
-@pytest.mark.parametrize("text, first", [
+NVIDIA_ENUM_WORDINGS = [
     # session 21, from NVIDIA's own enums and messages (cuda.h CUresult, nvml.h nvmlReturn_t), not from a set
     ("cuCtxCreate failed: CUDA_ERROR_DEVICE_UNAVAILABLE (46)", "device-busy"),
     ("RuntimeError: CUDA error: uncorrectable NVLink error was detected during the execution", "device-lost"),
@@ -533,26 +509,22 @@ def test_hints_rank_after_direct_matches_and_do_not_use_explains(tmp_path):
     ("nvmlInit failed: NVML_ERROR_DRIVER_NOT_LOADED", "no-driver-or-device"),
     ("UserWarning: CUDA initialization: NVIDIA driver on your system is too old (found version 10010)",
      "driver-too-old"),
-])
-def test_nvidia_enum_wordings(text, first):
-    assert answer(text)[:1] == [first], answer(text)
+]
 
 
 def test_a_modprobe_failure_is_never_left_without_a_guess():
     assert answer("Failed to run `modprobe nvidia`")[:1] == ["driver-install"]
 
 
-@pytest.mark.parametrize("text, first", [
+DRIVER_MESSAGES_FROM_THE_RUNTIME_AND_THE_KERNEL_MODULE = [
     ("RuntimeError: CUDA error: API call is not supported in the installed CUDA driver", "driver-too-old"),
     ("NVRM: The NVIDIA GeForce GT 730 GPU installed in this system is not supported by the 535.54.03 NVIDIA Linux "
      "driver release.\nnvidia-smi: NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.",
      "driver-install"),
-])
-def test_driver_messages_from_the_runtime_and_the_kernel_module(text, first):
-    assert answer(text)[:1] == [first], answer(text)
+]
 
 
-@pytest.mark.parametrize("text, first", [
+ROUND6_TUNING_WORDINGS = [
     # round 6, from explain_dev5 (tuning)
     ("nvidia-device-plugin container CrashLoopBackOff\n2017/11/29 01:54:30 Loading NVML\n2017/11/29 01:54:30 could not "
      "load NVML library", "container-toolkit"),
@@ -560,12 +532,10 @@ def test_driver_messages_from_the_runtime_and_the_kernel_module(text, first):
      "if a warning log message was printed above.", "cublas-cudnn-status"),
     ("Error: CUDA driver 8.0.0 is not compatible with any supported CUDA toolkit (11.4.4, 11.5.2, 12.3.1)\n"
      "I have also installed Visual Studio 2015 professional with compiler x64.", "driver-too-old"),
-])
-def test_round6_tuning_wordings(text, first):
-    assert answer(text)[:1] == [first], answer(text)
+]
 
 
-@pytest.mark.parametrize("text, first", [
+ROUND7_TUNING_WORDINGS = [
     # round 7, from explain_dev6 (tuning)
     ("Driver does not support the required nvenc API version. Required: 13.0 Found: 12.2", "driver-too-old"),
     ("22:45:40.550: error:   The minimum required Nvidia driver for nvenc is 471.41 or newer", "driver-too-old"),
@@ -584,9 +554,7 @@ def test_round6_tuning_wordings(text, first):
      "visible-devices"),
     ("FROM jrottenberg/ffmpeg:4.2-nvidia\nCannot load libcuda.so.1\nFile exists in /usr/local/cuda-10.2/compat/"
      "libcuda.so.1", "container-toolkit"),
-])
-def test_round7_tuning_wordings(text, first):
-    assert answer(text)[:1] == [first], answer(text)
+]
 
 
 def test_a_plain_dxgi_removal_is_still_a_lost_device():
@@ -639,6 +607,36 @@ def test_round7_precision_review(name, text, first):
     else:
         assert got[:1] == [first], (name, got)
 
+
+
+# Every wording list above (rounds 3-7): the cause named first
+@pytest.mark.parametrize("text, first", [pytest.param(t, f, id=f"{name}-{i}") for name, cases in (
+    ("round3_wordings", ROUND3_WORDINGS),
+    ("round3_more_wordings", ROUND3_MORE_WORDINGS),
+    ("round4_wordings", ROUND4_WORDINGS),
+    ("round4_tuning_set_wordings", ROUND4_TUNING_SET_WORDINGS),
+    ("cuda_error_names", CUDA_ERROR_NAMES),
+    ("round4_second_tuning_set_wordings", ROUND4_SECOND_TUNING_SET_WORDINGS),
+    ("after_round4_blind_scoring", AFTER_ROUND4_BLIND_SCORING),
+    ("after_round5_blind_scoring", AFTER_ROUND5_BLIND_SCORING),
+    ("a_hint_never_displaces_another_causes_error_line", A_HINT_NEVER_DISPLACES_ANOTHER_CAUSES_ERROR_LINE),
+    ("nvidia_enum_wordings", NVIDIA_ENUM_WORDINGS),
+    ("driver_messages_from_the_runtime_and_the_kernel_module", DRIVER_MESSAGES_FROM_THE_RUNTIME_AND_THE_KERNEL_MODULE),
+    ("round6_tuning_wordings", ROUND6_TUNING_WORDINGS),
+    ("round7_tuning_wordings", ROUND7_TUNING_WORDINGS),
+) for i, (t, f) in enumerate(cases)])
+def test_wordings_put_their_cause_first(text, first):
+    assert answer(text)[:1] == [first], answer(text)
+
+
+# ... and the wordings that must not even match a cause (a low-confidence guess may still name it)
+@pytest.mark.parametrize("text, not_first", [pytest.param(t, n, id=f"{name}-{i}") for name, cases in (
+    ("round4_wordings_do_not_overreach", ROUND4_WORDINGS_DO_NOT_OVERREACH),
+    ("round4_tuning_set_wordings_do_not_overreach", ROUND4_TUNING_SET_WORDINGS_DO_NOT_OVERREACH),
+    ("round4_second_tuning_set_wordings_do_not_overreach", ROUND4_SECOND_TUNING_SET_WORDINGS_DO_NOT_OVERREACH),
+) for i, (t, n) in enumerate(cases)])
+def test_wordings_do_not_overreach(text, not_first):
+    assert not_first not in ids(text), ids(text)
 
 ROUND8 = [
     # round 8, from the in-sample misses of fresh5 and dev6 (each wording checked both ways)
