@@ -62,6 +62,10 @@ def main() -> int:
     ap.add_argument("--strict", action="store_true", help="score the matches only (no low-confidence guesses)")
     a = ap.parse_args()
     sets = {str(p): p for p in a.paths} or {k: v for k, v in SETS.items() if v.exists()}
+    for p in a.paths:
+        if not p.exists():
+            print(f"explain_accuracy: no set at {p}", file=sys.stderr)
+            return 2
     for name, path in sets.items():
         r = score(cases(path), a.strict)
         kind = "strict" if a.strict else "answer"

@@ -35,7 +35,10 @@ SCANNER = scan.Scanner(SIGS)
 
 
 def cases(path: Path) -> list:
-    """[{id, url, text, ...}] of a set file, or of the corpus folder (one file per id)."""
+    """[{id, url, text, ...}] of a set file (or the folder that holds its cases.toml), or of the corpus folder (one
+    file per id)."""
+    if (path / "cases.toml").is_file():
+        path = path / "cases.toml"
     if path.is_dir():
         out = []
         for f in sorted(path.glob("*.toml")):
