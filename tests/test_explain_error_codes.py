@@ -68,6 +68,21 @@ def test_a_number_that_is_no_cuda_code_is_not_read(text):
     assert "out-of-memory" not in got and "illegal-memory-access" not in got, (text, got)
 
 
+CURRENT = [e for e in TABLE if not e.get("legacy")]
+
+
+@pytest.mark.parametrize("entry", CURRENT, ids=lambda e: str(e["number"]))
+def test_each_name_and_message_names_the_same_cause_as_the_number(entry):
+    # what cudaGetErrorName / cudaGetErrorString print, as a tool prints them: the words agree with the number
+    texts = [f"RuntimeError: CUDA error: {entry['message']}"] + [f"CUDA error: {n}" for n in entry["names"]]
+    for text in texts:
+        assert answer(text, strict=True)[:1] == [entry["id"]], (text, answer(text, strict=True))
+
+
+def test_every_current_number_has_its_message():
+    assert all(isinstance(e.get("message"), str) and e["message"] for e in CURRENT)
+
+
 def test_the_codes_refine_the_old_miss_of_a_miner():
     # NBMiner's old-numbered cudaErrorUnknown (30, before CUDA 10.1): the GPU crashed
     assert answer("Cuda error (err_no=30) please help!!!!", strict=True)[:1] == ["device-lost"]
@@ -101,7 +116,7 @@ int main(int argc, char** argv) {
 #ifdef WITH_DRIVER
     if (cuGetErrorName((CUresult)n, &drv) != CUDA_SUCCESS) drv = "unrecognized";
 #endif
-    printf("%d|%s|%s\n", n, cudaGetErrorName((cudaError_t)n), drv);
+    printf("%d|%s|%s|%s\n", n, cudaGetErrorName((cudaError_t)n), drv, cudaGetErrorString((cudaError_t)n));
   }
   return 0;
 }
@@ -109,7 +124,7 @@ int main(int argc, char** argv) {
 
 
 def _names(tmp_path, driver: bool) -> dict:
-    """{number: (runtime name, driver name)} as this machine's CUDA prints them."""
+    """{number: (runtime name, driver name, runtime message)} as this machine's CUDA prints them."""
     nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
     src = tmp_path / "names.cu"
     src.write_text(NAMES_CU)
@@ -118,7 +133,7 @@ def _names(tmp_path, driver: bool) -> dict:
     subprocess.run([nvcc, *flags, "-o", str(exe), str(src)], check=True, capture_output=True, timeout=300)
     out = subprocess.run([str(exe), *[str(e["number"]) for e in TABLE]], check=True, capture_output=True, text=True,
                          timeout=60).stdout
-    return {int(n): (rt, drv) for n, rt, drv in (line.split("|") for line in out.splitlines())}
+    return {int(n): (rt, drv, msg) for n, rt, drv, msg in (line.split("|", 3) for line in out.splitlines())}
 
 
 @pytest.mark.nvcc
@@ -131,6 +146,7 @@ def test_the_table_agrees_with_the_cuda_runtime(tmp_path):
             assert runtime == "unrecognized error code", (e["number"], runtime)
         else:
             assert runtime in e["names"], (e["number"], runtime, e["names"])
+            assert names[e["number"]][2] == e["message"], (e["number"], names[e["number"]][2])
 
 
 @pytest.mark.gpu
