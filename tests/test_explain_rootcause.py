@@ -806,3 +806,61 @@ def test_rounds_8_9_wordings(name, text, first):
 @pytest.mark.parametrize("name, text, not_id", NOT_ROUND8B + NOT_ROUND9B)
 def test_rounds_8_9_wordings_do_not_hijack(name, text, not_id):
     assert answer(text, strict=True)[:1] != [not_id], (name, answer(text, strict=True))
+
+
+INSTALLER = [
+    # session 23, from nvidia-installer's, the kernel's and apt's own messages (not from any set of reports)
+    ("the installer and an old module still loaded", "ERROR: An NVIDIA kernel module 'nvidia-drm' appears to already be "
+     "loaded in your kernel.  This may be because it is in use", "driver-install"),
+    ("the installer and a running X server", "ERROR: You appear to be running an X server; please exit X before "
+     "installing.", "driver-install"),
+    ("the installer and Secure Boot", "ERROR: The kernel module failed to load. Secure boot is enabled on this system, so "
+     "this is likely because it was not signed by a key that is trusted by the kernel.", "driver-install"),
+    ("the installer's dkms build", "ERROR: Failed to run `/usr/sbin/dkms build -m nvidia -v 535.54.03 -k "
+     "6.2.0-26-generic`", "driver-install"),
+    ("nvidia-drm not loading", "ERROR: Unable to load the 'nvidia-drm' kernel module.", "driver-install"),
+    ("a module built for another kernel", "[   12.3] nvidia_uvm: Unknown symbol nvUvmInterfaceDeviceCreate (err -2)",
+     "driver-install"),
+    ("apt and the driver's packages", "E: Unable to correct problems, you have held broken packages.\n"
+     " nvidia-driver-535 : Depends: nvidia-dkms-535 (= 535.183.01)", "driver-install"),
+    ("apt and cuda-drivers", "cuda-drivers : Depends: nvidia-driver-550 (>= 550.54.15) but it is not going to be "
+     "installed", "driver-install"),
+]
+
+
+NOT_INSTALLER = [
+    ("a Python extension's undefined symbol", "ImportError: /home/u/ext.so: undefined symbol: _ZN3c10\nnvidia-smi shows "
+     "driver 535", "driver-install"),
+    ("apt and the toolkit's packages", "The following packages have unmet dependencies:\n cuda-toolkit-12-4 : Depends: "
+     "cuda-nsight-systems-12-4 but it is not going to be installed", "driver-install"),
+    ("an X server named in passing", "I am running an X server on the host\nRuntimeError: CUDA error: out of memory",
+     "driver-install"),
+]
+
+
+@pytest.mark.parametrize("name, text, first", INSTALLER)
+def test_the_installers_own_messages(name, text, first):
+    assert answer(text, strict=True)[:1] == [first], (name, answer(text, strict=True))
+
+
+@pytest.mark.parametrize("name, text, not_id", NOT_INSTALLER)
+def test_the_installers_messages_do_not_hijack(name, text, not_id):
+    assert not_id not in answer(text, strict=True), (name, answer(text, strict=True))
+
+
+def test_guess_words_false_keeps_a_patterns_words_out_of_the_guesses(tmp_path):
+    base = ('id = "{i}"\ntitle = "t"\nlayer = "l"\npriority = 10\nmeaning = "m"\ncauses = ["c"]\nconfirm = ["c"]\n'
+            'fixes = ["f"]\nalternatives = ["{o}", "{o}"]\n[[pattern]]\ncontains = ["zebra quokka"]\n{extra}')
+    (tmp_path / "a.toml").write_text(base.format(i="a", o="b", extra="guess_words = false\n"))
+    (tmp_path / "b.toml").write_text(base.format(i="b", o="a", extra=""))
+    sigs = signatures.load_dir(tmp_path)
+    docs = rank._vocab(sigs)[0]
+    assert "quokka" not in docs[0] and "quokka" in docs[1]
+    assert answer_of(sigs, "my quokka is sad")[:1] == ["b"]
+    with pytest.raises(signatures.SignatureError, match="guess_words"):
+        (tmp_path / "a.toml").write_text(base.format(i="a", o="b", extra='guess_words = "no"\n'))
+        signatures.load_dir(tmp_path)
+
+
+def answer_of(sigs: tuple, text: str) -> list:
+    return rank.answer_ids(sigs, rank.matches(sigs, scan.Scanner(sigs).scan_text(text)), text)

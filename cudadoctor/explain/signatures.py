@@ -127,12 +127,12 @@ def parse(data: dict, where: str = "<data>", lazy: bool = False) -> Signature:
         w = float(p.get("weight", 0.9))
         if not 0 <= w <= 1:
             raise SignatureError(f"{pw}: weight must be in [0, 1]")
-        hint = p.get("hint", False)
-        if not isinstance(hint, bool):
-            raise SignatureError(f"{pw}: hint must be true or false")
+        hint, words = p.get("hint", False), p.get("guess_words", True)
+        if not isinstance(hint, bool) or not isinstance(words, bool):
+            raise SignatureError(f"{pw}: hint and guess_words must be true or false")
         pats.append(Pattern(contains, compiled, cap_rx, w, tuple(s.lower() for s in _tuple_of_str(p, "context", pw)),
                             tuple(s.lower() for s in _tuple_of_str(p, "unless", pw)),
-                            _tuple_of_str(p, "alternatives", pw), hint))
+                            _tuple_of_str(p, "alternatives", pw), hint, words))
     if not pats:
         raise SignatureError(f"{where}: no [[pattern]]")
     return Signature(
