@@ -864,3 +864,36 @@ def test_guess_words_false_keeps_a_patterns_words_out_of_the_guesses(tmp_path):
 
 def answer_of(sigs: tuple, text: str) -> list:
     return rank.answer_ids(sigs, rank.matches(sigs, scan.Scanner(sigs).scan_text(text)), text)
+
+
+CONTAINER_RUNTIME = [
+    # session 23, from libnvidia-container's, the CDI runtime's, NGC images' and Kubernetes' own messages
+    ("a GPU index the host does not have", "docker: Error response from daemon: failed to create task: nvidia-container-cli:"
+     " device error: 1: unknown device: unknown.", "visible-devices"),
+    ("a GPU UUID the host does not have", "nvidia-container-cli: device error: GPU-1c5ae3a8-1234: unknown device: unknown",
+     "visible-devices"),
+    ("CDI devices without a spec", "Error: failed to start containers: nvidia: unresolvable CDI devices nvidia.com/gpu=all",
+     "container-toolkit"),
+    ("NGC's banner", "WARNING: The NVIDIA Driver was not detected.  GPU functionality will not be available.\n   Use the "
+     "NVIDIA Container Toolkit to start this container with GPU support", "container-toolkit"),
+    ("a pod no node can place", "Warning  FailedScheduling  0/3 nodes are available: 3 Insufficient nvidia.com/gpu.",
+     "container-toolkit"),
+]
+
+
+NOT_CONTAINER_RUNTIME = [
+    ("another device error", "nvidia-container-cli: device error: failed to open /dev/nvidia-uvm: permission denied",
+     "visible-devices"),
+    ("GPU functionality named in a changelog", "v2.1: GPU functionality will not be available on macOS builds\n"
+     "RuntimeError: CUDA error: out of memory", "container-toolkit"),
+]
+
+
+@pytest.mark.parametrize("name, text, first", CONTAINER_RUNTIME)
+def test_the_container_runtimes_own_messages(name, text, first):
+    assert answer(text, strict=True)[:1] == [first], (name, answer(text, strict=True))
+
+
+@pytest.mark.parametrize("name, text, not_id", NOT_CONTAINER_RUNTIME)
+def test_the_container_runtimes_messages_do_not_hijack(name, text, not_id):
+    assert not_id not in answer(text, strict=True), (name, answer(text, strict=True))
