@@ -29,6 +29,7 @@ DEV5 = DATA / "explain_dev5" / "cases.toml"  # issue 17 round 6's tuning set (sp
 DEV6 = DATA / "explain_dev6" / "cases.toml"  # issue 17 round 7's tuning set, collected after fresh5 was committed
 FRESH6 = DATA / "explain_fresh6" / "cases.toml"  # issue 17 round 8's blind set (threads nobody had met), committed before scoring
 FRESH7 = DATA / "explain_fresh7" / "cases.toml"  # issue 17 round 9's blind set (threads nobody had met), committed before scoring
+FRESH8 = DATA / "explain_fresh8" / "cases.toml"  # issue 17 round 10's blind set (threads nobody had met), committed before scoring
 
 SIGS = signatures.load()
 SCANNER = scan.Scanner(SIGS)
