@@ -24,7 +24,8 @@ with open(signatures.ERROR_CODES, "rb") as _f:
 FORMS = ["CUDA error code {n}", "CUDA error {n}", "cudaGetDeviceCount returned {n}", "CUDA error (code {n})",
          "CUDA failed with error {n}", "CUDA Error: {n}", "cuda error={n}", "Cuda error (err_no={n})", "CUDA error({n})",
          "CUDA_CHECK failed: error {n} at model.cu:88", "cudaError_t {n}", "GPUassert: code {n} kernel.cu 57",
-         "CUDA runtime error ({n}) at THCGeneral.cpp:844", "cuInit() returned {n}", "Check failed: cudaError_t error = {n}"]
+         "CUDA runtime error ({n}) at THCGeneral.cpp:844", "cuInit() returned {n}", "Check failed: cudaError_t error = {n}",
+         "cudaRuntimeGetVersion() failed with error #{n}"]
 
 
 def test_the_table_names_known_ids_once_per_number():
@@ -36,13 +37,14 @@ def test_the_table_names_known_ids_once_per_number():
     for e in TABLE:
         per_id[e["id"]] = per_id.get(e["id"], 0) + 1
     for s in SIGS:  # one pattern per number, on the signature it names, none feeding the guesses' words
-        assert sum(1 for p in s.patterns if not p.words) == per_id.get(s.id, 0), s.id
+        assert sum(1 for p in s.patterns if p.code) == per_id.get(s.id, 0), s.id
+        assert all(not p.words for p in s.patterns if p.code), s.id
 
 
 def test_every_code_regex_compiles():
     for s in SIGS:
         for p in s.patterns:
-            if not p.words:
+            if p.code:
                 assert p.regex.compiled().pattern
 
 

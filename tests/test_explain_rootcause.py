@@ -897,3 +897,60 @@ def test_the_container_runtimes_own_messages(name, text, first):
 @pytest.mark.parametrize("name, text, not_id", NOT_CONTAINER_RUNTIME)
 def test_the_container_runtimes_messages_do_not_hijack(name, text, not_id):
     assert not_id not in answer(text, strict=True), (name, answer(text, strict=True))
+
+
+ROUND10B = [
+    # round 10b, from fresh8's misses after its one scoring (in-sample since)
+    ("a wheel and a GPU the matrix says it lacks", "## Environment\n- GPU: NVIDIA GeForce GTX 1050 (compute capability "
+     "6.1)\n- PyTorch: 2.8.0+cu128\ntorch.AcceleratorError: CUDA error: no kernel image is available for execution on the "
+     "device", "torch-arch-unsupported"),
+    ("a release named with its CUDA", "The container uses PyTorch 2.9+ with CUDA 12.8. GPUs like the GTX 1070 (Pascal, "
+     "compute capability 6.1) get this error:\nCUDA error: no kernel image is available for execution on the device",
+     "torch-arch-unsupported"),
+    ("a bare release none of whose wheels has the GPU", "CUDA error: no kernel image is available for execution on the "
+     "device\nRTX 5090, torch 2.5.1", "torch-arch-unsupported"),
+    ("TensorRT's cuDNN line", "[TRT] TensorRT was linked against cuDNN 8.9.0 but loaded cuDNN 8.8.0",
+     "cudnn-version-mismatch"),
+    ("Torch-TensorRT's cuDNN line", "I got the warning: tensorrt is linked to cuDNN 8.6.0 but cuDNN 8.5.0 is loaded",
+     "cudnn-version-mismatch"),
+    ("a wrapper's cuDNN arch mismatch", "INFO:root:Initializing CuDNN backend...\nERROR: Arch mismatch\n in create at "
+     "/home/b/.julia/v0.3/Mocha/src/cuda/cudnn.jl:43", "cublas-cudnn-status"),
+    ("falls off the bus", "GPU falls off the bus (Xid 79) on RTX 4080 when the game starts", "device-lost"),
+    ("torch's error retold", "Why do I get CUDA error: illegal memory access at the maxpool2d step?",
+     "illegal-memory-access"),
+    ("flash-attn's nvcc check", "RuntimeError: FlashAttention is only supported on CUDA 11.6 and above.  Note: make sure "
+     "nvcc has a supported version by running nvcc -V.\ntorch.__version__  = 2.3.1+cu121", "nvcc-torch-mismatch"),
+    ("Whisper on the CPU", "I have a 3060: UserWarning: FP16 is not supported on CPU; using FP32 instead",
+     "torch-cpu-only"),
+    ("OpenMM's device index", "simtk.openmm.OpenMMException: Illegal value for DeviceIndex: 6", "visible-devices"),
+    ("a load killed in WSL", "Can't load llama 30b in WSL\nLoading model ...\nKilled", "wsl"),
+    ("no devices in WSL", "WSL: Number of devices is 0\nRunning the default CUDA example in WSL fails to detect the GPU.",
+     "wsl"),
+]
+
+
+NOT_ROUND10B = [
+    ("an extension's no kernel image on a GPU the wheel has", "my_ext.so: CUDA error: no kernel image is available for "
+     "execution on the device\nbuilt with -gencode arch=compute_61,code=sm_61; torch 2.8.0+cu128 on an RTX 4090",
+     "torch-arch-unsupported"),
+    ("a bare release one of whose wheels has the GPU", "CUDA error: no kernel image is available for execution on the "
+     "device\nGTX 1080, torch 2.8", "torch-arch-unsupported"),
+    ("the wheel with its CUDA that has the GPU", "torch 2.7, cuda 12.8 on RTX 5090\nCUDA error (flash_fwd_launch_template"
+     ".h:175): no kernel image is available for execution on the device", "torch-arch-unsupported"),
+    ("a wheel and GPU named without the error", "RTX 5090 with torch 2.5.1: CUDA out of memory. Tried to allocate 2 GiB",
+     "torch-arch-unsupported"),
+    ("Xid 154 in a summary", "dmesg: Xid 48: uncorrectable double-bit ECC\n - Xid 94 bursts + Xid 154 (GPU recovery "
+     "action)", "device-lost"),
+    ("killed outside WSL", "Ubuntu 22.04 native\nLoading model ...\nKilled", "wsl"),
+    ("an arch mismatch outside cuDNN", "ValueError: arch mismatch between the checkpoint and the config", "cublas-cudnn-status"),
+]
+
+
+@pytest.mark.parametrize("name, text, first", ROUND10B)
+def test_round10b_wordings(name, text, first):
+    assert answer(text)[:1] == [first], (name, answer(text))
+
+
+@pytest.mark.parametrize("name, text, not_id", NOT_ROUND10B)
+def test_round10b_wordings_do_not_hijack(name, text, not_id):
+    assert answer(text, strict=True)[:1] != [not_id], (name, answer(text, strict=True))

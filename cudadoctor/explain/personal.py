@@ -237,6 +237,11 @@ def _from_text(match, out: Personal, m) -> None:
     if needs and has:
         out.notes.append(f"the report shows code built for CUDA {versions.pretty(needs)} and a driver that runs CUDA "
                          f"up to {versions.pretty(has)}")
+    gpu, wheel = versions.reading(c, "gpu"), versions.reading(c, "torch_ver")  # torch-arch-unsupported's gate
+    if gpu and wheel and versions.wheel_lacks_arch(gpu, wheel):
+        what = gpu if not versions.gpu_cc_text(gpu) else f"a GPU of compute capability {versions.gpu_cc_text(gpu)}"
+        out.notes.append(f"the report names torch {wheel} and {what}: by the version matrix that torch has no kernel "
+                         f"for this GPU")
     torch_cuda, nvcc = versions.reading(c, "torch_cuda"), versions.reading(c, "nvcc_release")  # nvcc-torch-mismatch's gate
     if torch_cuda and nvcc and versions.differs(torch_cuda, nvcc):
         out.notes.append(f"the report shows torch built for CUDA {versions.pretty(torch_cuda)} and nvcc "
@@ -264,6 +269,8 @@ def _arch(match, facts, m, out: Personal) -> None:
     if not ccs:
         cc = compat.parse_cc(match.captures.get("sm") or match.captures.get("cc") or "")
         ccs = [cc] if cc else []
+    if not ccs and versions.reading(match.captures, "gpu"):  # the GPU the report names (the torch-wheel gate's reading)
+        ccs = sorted(versions.gpu_ccs(versions.reading(match.captures, "gpu")))
     text_archs = (match.captures.get("arch_list") or "").split()
     for cc in ccs:
         v = torch_verdict(t, cc)

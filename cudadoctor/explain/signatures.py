@@ -55,7 +55,9 @@ class Pattern:
     unless: tuple = ()  # the pattern does not count when one of these appears anywhere in the input
     alternatives: tuple = ()  # ids this wording is often confused with, offered before the signature's own
     hint: bool = False  # context or prose, not an error line: never outranks another signature's error line
-    words: bool = True  # its literals feed the guesses' vocabulary (rank.closest); not a CUDA error number's forms
+    words: bool = True  # its literals feed the guesses' vocabulary (rank.closest); not a CUDA error number's forms,
+    # nor a pattern marked guess_words = false
+    code: int = 0  # the CUDA error number this pattern reads (error_codes.toml); 0 for a signature's own pattern
 
 
 @dataclass(frozen=True)
@@ -189,7 +191,7 @@ _CODE_WORD = r"(?:returned|returns|(?<!\] )error(?:_t)?|(?<!exit )(?<!return )co
 _CODE_END = r"(?![\d.]|\s*(?:lines?\b|times\b|[kmgt]i?b\b|bytes\b|%|ms\b|s\b|secs?\b|gpus?\b|devices?\b|errors\b|warnings?\b))"
 _CODE_FORMS = ("error {n}", "error: {n}", "error={n}", "error = {n}", "error({n}", "error ({n}", "error_t {n}",
                "code {n}", "code: {n}", "code={n}", "code({n}", "returned {n}", "returns {n}", "err_no={n}",
-               "err_no: {n}", "errno={n}", "result {n}", "result: {n}", "({n} vs")
+               "err_no: {n}", "errno={n}", "result {n}", "result: {n}", "({n} vs", "error #{n}")
 
 
 def code_pattern(entry: dict, where: str) -> Pattern:
@@ -202,7 +204,7 @@ def code_pattern(entry: dict, where: str) -> Pattern:
         raise SignatureError(f"{where}: weight must be in (0, 1]")
     rx = LazyRegex(rf"{_CODE_NAME}.{{0,80}}?{_CODE_WORD}\W{{0,4}}{n}{_CODE_END}|\({n} vs")
     return Pattern(tuple(f.format(n=n) for f in _CODE_FORMS), rx, None, w,
-                   alternatives=_tuple_of_str(entry, "alternatives", where), words=False)
+                   alternatives=_tuple_of_str(entry, "alternatives", where), words=False, code=n)
 
 
 def with_codes(sigs: tuple, path: Path) -> tuple:

@@ -50,7 +50,53 @@ def differs(needs: str, has: str) -> bool:
     return n is not None and h is not None and n != h
 
 
-GATES = {"driver_too_old": driver_too_old, "differs": differs}  # name in the signature data -> comparison
+_CC = re.compile(r"^(?:sm_?)?(\d{1,2})\.?(\d)$")
+
+
+def gpu_cc_text(text: str) -> str:
+    """'sm_61' / '61' / '6.1' -> '6.1'; '' for a GPU name."""
+    m = _CC.match(text.strip().lower())
+    return f"{m.group(1)}.{m.group(2)}" if m else ""
+
+
+def gpu_ccs(text: str) -> set:
+    """Compute capabilities a report's GPU reading names: 'sm_61', '6.1', '61', or a GPU name ('GTX 1050', 'V100')
+    looked up in the matrix's architecture table (every row whose example names it)."""
+    t = text.strip().lower()
+    m = _CC.match(t)
+    if m:
+        return {(int(m.group(1)), int(m.group(2)))}
+    from cudadoctor import matrix
+    from cudadoctor.matrix.gpu_names import match_examples
+
+    return {tuple(int(x) for x in r["cc"].split(".")) for r in match_examples(t, matrix.load().archs)}
+
+
+_WHEEL = re.compile(r"^(?P<v>\d+\.\d+(?:\.\d+)?)(?:\+cu(?P<tag>\d{2,3})|.*?cuda\s*(?P<cuda>\d{1,2}\.\d))?", re.I)
+
+
+def wheel_lacks_arch(gpu: str, torch: str) -> bool:
+    """Does the torch wheel a report names carry no kernel and no PTX for the report's GPU ('sm_61', '6.1',
+    'GTX 1050'), by the version matrix? The wheel: '2.8.0+cu128', or '2.9 with CUDA 12.8'; a bare '2.5.1' counts only
+    when every wheel of that release lacks the GPU. False when the matrix does not know the release, the wheel or
+    the GPU: the gate then proves nothing."""
+    try:
+        from cudadoctor import matrix
+
+        m, w = matrix.load(), _WHEEL.match(torch.strip())
+        ccs = gpu_ccs(gpu)
+        if not w or not ccs or m.torch_release(w["v"]) is None:
+            return False
+        cuda = pretty(w["tag"]) if w["tag"] else w["cuda"]
+        variants = [m.variant_for(w["v"], cuda)] if cuda else m.torch_variants(w["v"])
+        return bool(variants) and None not in variants and all(
+            m.runs_on(v, cc) == "no-kernel-image" for v in variants for cc in ccs)
+    except Exception:  # noqa: BLE001 - the matrix is optional to explain: no data, no confirmation
+        return False
+
+
+GATES = {"driver_too_old": driver_too_old, "differs": differs,  # name in the signature data -> comparison
+         "wheel_lacks_arch": wheel_lacks_arch}
 
 
 def reading(caps: dict, name: str) -> Optional[str]:

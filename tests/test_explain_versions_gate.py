@@ -1,0 +1,57 @@
+"""The torch-wheel gate: a "no kernel image" report naming a torch wheel and a GPU that the version matrix says
+the wheel has no kernel for (versions.wheel_lacks_arch)."""
+
+from __future__ import annotations
+
+import pytest
+
+from cudadoctor.explain import versions
+
+
+@pytest.mark.parametrize("gpu, torch, lacks", [
+    ("sm_61", "2.8.0+cu128", True),  # cu128 wheels of 2.8 start at sm_70
+    ("6.1", "2.9+ with CUDA 12.8", True),
+    ("GTX 1050", "2.8.0+cu128", True),  # a GPU name, through the matrix's architecture table
+    ("GTX 1050", "2.8.0+cu126", False),  # cu126 keeps sm_60, which runs on sm_61
+    ("8.6", "2.8.0+cu128", False),
+    ("sm_120", "2.6.0+cu124", True),
+    ("sm_120", "2.7, cuda 12.8", False),  # 2.7's cu128 wheel has sm_120
+    ("sm_120", "2.7", False),  # a bare release: only when every wheel of it lacks the GPU
+    ("rtx 5090", "2.5.1", True),
+    ("sm_61", "9.9", False),  # a release the matrix does not know proves nothing
+    ("sm_61", "2.8.0+cu999", False),  # nor does a wheel it does not know
+    ("Quadro Unknown 9", "2.8.0+cu128", False),  # nor a GPU it cannot name
+])
+def test_wheel_lacks_arch(gpu, torch, lacks):
+    assert versions.wheel_lacks_arch(gpu, torch) is lacks
+
+
+def test_a_missing_matrix_proves_nothing(monkeypatch):
+    from cudadoctor import matrix
+
+    def broken():
+        raise OSError("no matrix")
+
+    monkeypatch.setattr(matrix, "load", broken)
+    assert versions.wheel_lacks_arch("sm_61", "2.8.0+cu128") is False
+
+
+def test_the_gate_personalises_the_fix():
+    from cudadoctor.explain import personal, rank
+    from explain_sets import SCANNER, SIGS
+
+    text = ("GPU: NVIDIA GeForce GTX 1050 (compute capability 6.1)\nPyTorch: 2.8.0+cu128\n"
+            "torch.AcceleratorError: CUDA error: no kernel image is available for execution on the device")
+    found = rank.matches(SIGS, SCANNER.scan_text(text))
+    assert found[0].id == "torch-arch-unsupported"
+    p = personal.personalise(found[0], {}, personal.load_matrix())
+    assert any("torch 2.8.0+cu128" in n and "GTX 1050" in n for n in p.notes), p.notes
+    assert any("no kernels for cc 6.1" in n for n in p.notes), p.notes
+    # the command installs a wheel the matrix says has a kernel for cc 6.1
+    assert p.commands and "pip install" in p.commands[0] and "--index-url" in p.commands[0], p.commands
+    cu = p.commands[0].rsplit("/", 1)[1]
+    rel = p.commands[0].split("'torch==")[1].split(".*")[0]
+    from cudadoctor import matrix
+
+    m = matrix.load()
+    assert m.runs_on(m.variant_for(rel, f"{cu[2:-1]}.{cu[-1]}"), (6, 1)) != "no-kernel-image"
