@@ -85,6 +85,16 @@ def test_every_current_number_has_its_message():
     assert all(isinstance(e.get("message"), str) and e["message"] for e in CURRENT)
 
 
+@pytest.mark.parametrize("text, not_id", [
+    # a C++ front end's own diagnostic numbers (icc, EDG inside nvcc), not CUDA's
+    ("/usr/local/cuda-11.4/include/crt/host_config.h(103): error #35: #error directive: -- unsupported ICC "
+     "configuration!", "driver-too-old"),
+    ("/usr/local/cuda/include/cuda_fp16.hpp(12): error #2-D: something about CUDA", "out-of-memory"),
+])
+def test_a_compilers_diagnostic_number_is_not_read(text, not_id):
+    assert not_id not in answer(text, strict=True), (text, answer(text, strict=True))
+
+
 def test_the_codes_refine_the_old_miss_of_a_miner():
     # NBMiner's old-numbered cudaErrorUnknown (30, before CUDA 10.1): the GPU crashed
     assert answer("Cuda error (err_no=30) please help!!!!", strict=True)[:1] == ["device-lost"]

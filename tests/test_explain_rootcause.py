@@ -3,10 +3,18 @@ usual ones, never an empty answer; and the mechanisms behind them (unless, alter
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 
 from cudadoctor.explain import rank, scan, signatures, versions
 from explain_sets import SCANNER, SIGS, answer
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 
 def ids(text: str) -> list:
@@ -954,3 +962,13 @@ def test_round10b_wordings(name, text, first):
 @pytest.mark.parametrize("name, text, not_id", NOT_ROUND10B)
 def test_round10b_wordings_do_not_hijack(name, text, not_id):
     assert answer(text, strict=True)[:1] != [not_id], (name, answer(text, strict=True))
+
+
+with open(Path(__file__).parent / "data" / "explain_review" / "r10.toml", "rb") as _f:
+    REVIEW_R10 = tomllib.load(_f)["case"]
+
+
+@pytest.mark.parametrize("case", REVIEW_R10, ids=lambda c: c["name"])
+def test_round10_precision_review(case):
+    # each was a hijack by a round-10 pattern before its narrowing (tests/data/explain_review/r10.toml)
+    assert answer(case["text"])[:1] == [case["expect"]], (case["name"], answer(case["text"]))

@@ -45,7 +45,7 @@ def test_the_gate_personalises_the_fix():
     found = rank.matches(SIGS, SCANNER.scan_text(text))
     assert found[0].id == "torch-arch-unsupported"
     p = personal.personalise(found[0], {}, personal.load_matrix())
-    assert any("torch 2.8.0+cu128" in n and "GTX 1050" in n for n in p.notes), p.notes
+    assert any("torch 2.8.0+cu128" in n and ("GTX 1050" in n or "capability 6.1" in n) for n in p.notes), p.notes
     assert any("no kernels for cc 6.1" in n for n in p.notes), p.notes
     # the command installs a wheel the matrix says has a kernel for cc 6.1
     assert p.commands and "pip install" in p.commands[0] and "--index-url" in p.commands[0], p.commands
@@ -55,3 +55,29 @@ def test_the_gate_personalises_the_fix():
 
     m = matrix.load()
     assert m.runs_on(m.variant_for(rel, f"{cu[2:-1]}.{cu[-1]}"), (6, 1)) != "no-kernel-image"
+
+
+@pytest.mark.parametrize("text, first", [
+    # every GPU and every wheel the report names must lack: a display GPU beside the failing one proves nothing
+    ("GPU 0: NVIDIA GeForce GTX 1050 Ti\nGPU 1: NVIDIA GeForce RTX 3090\ntorch 2.8.0+cu128\n"
+     "RuntimeError: CUDA error: no kernel image is available for execution on the device", "no-kernel-image"),
+    # two wheels on one line (the one left and the one in use): both are read
+    ("First I had torch 2.8.0+cu128 and it refused the GTX 1080, so I went to torch 2.8.0+cu126.\n"
+     "RuntimeError: CUDA error: no kernel image is available for execution on the device", "no-kernel-image"),
+    # ... and when every one lacks the GPU, the gate holds
+    ("torch 2.8.0+cu128 on a GTX 1080, and torch 2.9.0+cu128 too\n"
+     "RuntimeError: CUDA error: no kernel image is available for execution on the device", "torch-arch-unsupported"),
+])
+def test_the_gate_needs_every_reading_to_agree(text, first):
+    from explain_sets import answer
+
+    assert answer(text)[:1] == [first], answer(text)
+
+
+def test_a_gate_all_must_be_a_bool(tmp_path):
+    from cudadoctor.explain import signatures
+
+    base = (signatures.SIGNATURE_DIR / "torch-arch-unsupported.toml").read_text()
+    (tmp_path / "x.toml").write_text(base.replace("all = true", 'all = "yes"'))
+    with pytest.raises(signatures.SignatureError, match="all"):
+        signatures.load_dir(tmp_path)

@@ -79,7 +79,7 @@ def matches(signatures: tuple, res: ScanResult) -> list:
                 alts.append((min(h.pos for h in res.hits[key]), pat.alternatives))
         caps = _captures(evidence + readings)
         gate = dict(sig.gate)
-        if gate and versions.gate_holds(gate, caps):  # the versions in the text confirm it
+        if gate and versions.gate_holds(gate, caps, _all_captures(readings)):  # the versions in the text confirm it
             miss *= 1.0 - float(gate["weight"])
             direct = direct or not gate.get("hint", False)
             evidence.extend(readings)
@@ -98,6 +98,16 @@ def _captures(hits: list) -> dict:
         for k, v in h.captures.items():
             caps.setdefault(k, v)
     return caps
+
+
+def _all_captures(hits: list) -> dict:
+    """Every value each capture group read, first seen first (a gate with all = true must hold for each)."""
+    out: dict = {}
+    for h in sorted(hits, key=lambda h: h.pos):
+        for k, v in h.captures.items():
+            if v and v not in out.setdefault(k, []):
+                out[k].append(v)
+    return out
 
 
 def _dedupe(hits: list) -> list:

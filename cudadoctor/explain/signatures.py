@@ -44,6 +44,9 @@ class LazyRegex:
     def search(self, text: str):
         return self.compiled().search(text)
 
+    def finditer(self, text: str):
+        return self.compiled().finditer(text)
+
 
 @dataclass(frozen=True)
 class Pattern:
@@ -155,6 +158,8 @@ def _gate(data: dict, where: str) -> tuple:
     g = data.get("gate", {})
     if not isinstance(g, dict) or (g and not {"needs", "has", "weight"} <= set(g)):
         raise SignatureError(f"{where}: gate needs needs, has and weight")
+    if not isinstance(g.get("all", False), bool):
+        raise SignatureError(f"{where}: gate all must be true or false")
     if g and not 0 < float(g["weight"]) <= 1:
         raise SignatureError(f"{where}: gate weight must be in (0, 1]")
     return tuple(sorted(g.items()))
@@ -187,8 +192,10 @@ def load_dir(folder: Path, lazy: bool = False) -> tuple:
 _CODE_NAME = (r"(?:\bcuda\w*|\bcu(?:init|mem\w*|launch\w*|ctx\w*|module\w*|device\w*|stream\w*|event\w*|graph\w*|func\w*"
               r"|result|getdevice\w*)|\bgpu\s?assert|\bgpu_?(?:err\w*|check\w*)|\bcheck_?cuda\w*|\berr_no)")
 _CODE_WORD = r"(?:returned|returns|(?<!\] )error(?:_t)?|(?<!exit )(?<!return )code|result|err_no|errno|(?<!exit )status)"
-# the number ends there: not 2.5, not "35 lines", "2 GPUs", "700 MiB"
-_CODE_END = r"(?![\d.]|\s*(?:lines?\b|times\b|[kmgt]i?b\b|bytes\b|%|ms\b|s\b|secs?\b|gpus?\b|devices?\b|errors\b|warnings?\b))"
+# the number ends there: not 2.5, not "35 lines", "2 GPUs", "700 MiB"; not a C++ front end's diagnostic number ("error #35:
+# #error directive", "error #101-D")
+_CODE_END = (r"(?![\d.]|-d\b|:\s*#error|\s*(?:lines?\b|times\b|[kmgt]i?b\b|bytes\b|%|ms\b|s\b|secs?\b|gpus?\b|devices?\b"
+             r"|errors\b|warnings?\b))")
 _CODE_FORMS = ("error {n}", "error: {n}", "error={n}", "error = {n}", "error({n}", "error ({n}", "error_t {n}",
                "code {n}", "code: {n}", "code={n}", "code({n}", "returned {n}", "returns {n}", "err_no={n}",
                "err_no: {n}", "errno={n}", "result {n}", "result: {n}", "({n} vs", "error #{n}")

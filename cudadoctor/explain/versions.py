@@ -108,7 +108,22 @@ def reading(caps: dict, name: str) -> Optional[str]:
     return next((v for k, v in sorted(caps.items()) if k.startswith(name + "_") and v), None)
 
 
-def gate_holds(gate: dict, caps: dict) -> bool:
-    needs, has = reading(caps, gate.get("needs", "")), reading(caps, gate.get("has", ""))
+def readings(allcaps: dict, name: str) -> list:
+    """Every value of `name` the text showed, or, when it showed none, every value of `name_<anything>`."""
+    if allcaps.get(name):
+        return list(allcaps[name])
+    return [v for k, vs in sorted(allcaps.items()) if k.startswith(name + "_") for v in vs]
+
+
+def gate_holds(gate: dict, caps: dict, allcaps: Optional[dict] = None) -> bool:
+    """Do the versions the text shows confirm the signature? With `all = true` in the gate every value each side
+    read must agree (a report naming two GPUs, or the wheel it had and the one it has now, proves nothing unless
+    all of them do); otherwise the first value of each side is compared."""
     test = GATES.get(gate.get("test", "driver_too_old"))
-    return bool(needs and has and test and test(needs, has))
+    if test is None:
+        return False
+    if gate.get("all") and allcaps is not None:
+        needs_all, has_all = readings(allcaps, gate.get("needs", "")), readings(allcaps, gate.get("has", ""))
+        return bool(needs_all and has_all) and all(test(n, h) for n in needs_all for h in has_all)
+    needs, has = reading(caps, gate.get("needs", "")), reading(caps, gate.get("has", ""))
+    return bool(needs and has and test(needs, has))
