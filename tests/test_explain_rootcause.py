@@ -964,6 +964,37 @@ def test_round10b_wordings_do_not_hijack(name, text, not_id):
     assert answer(text, strict=True)[:1] != [not_id], (name, answer(text, strict=True))
 
 
+ROUND11B = [
+    # round 11b, from fresh9's misses after its one scoring (in-sample since)
+    ("PTX for a newer GPU", "I'm trying to run PTX compiled with sm_13 on a 8800GTS that supports sm_10:\nptxas fatal   : "
+     "SM version specified by .target is higher than default SM version assumed\nerror   : Ptx compilation failed: "
+     "gpu='sm_10', device code='cuModuleLoadDataEx_92'", "no-kernel-image"),
+    ("the watchdog's registry key", "My GeForce gives an error after 2 seconds when I run a CUDA program. I read that you "
+     "can use the TdrLevel key in HKEY_LOCAL_MACHINE\\System\\CurrentControlSet\\Control\\GraphicsDrivers.",
+     "launch-timeout"),
+    ("a kernel upgrade broke the driver", "Upgrading from Linux kernel 3.0.0-24 to -25 broke the 295.59 driver. The "
+     "system just hung; rebuilding the driver from the rescue shell did nothing.", "driver-install"),
+]
+
+
+NOT_ROUND11B = [
+    ("the watchdog's keys set, another error", "I already set TdrDelay=60 and TdrLevel=0 in the registry; still:\n"
+     "RuntimeError: CUDA error: an illegal memory access was encountered", "launch-timeout"),
+    ("a kernel upgrade broke something else", "The new kernel broke my wifi driver. Separately:\nRuntimeError: CUDA "
+     "error: out of memory", "driver-install"),
+]
+
+
+@pytest.mark.parametrize("name, text, first", ROUND11B)
+def test_round11b_wordings(name, text, first):
+    assert answer(text)[:1] == [first], (name, answer(text))
+
+
+@pytest.mark.parametrize("name, text, not_id", NOT_ROUND11B)
+def test_round11b_wordings_do_not_hijack(name, text, not_id):
+    assert answer(text)[:1] != [not_id], (name, answer(text))
+
+
 with open(Path(__file__).parent / "data" / "explain_review" / "r10.toml", "rb") as _f:
     REVIEW_R10 = tomllib.load(_f)["case"]
 
