@@ -198,7 +198,7 @@ _CODE_END = (r"(?![\d.]|-d\b|:\s*#error|\s*(?:lines?\b|times\b|[kmgt]i?b\b|bytes
              r"|errors\b|warnings?\b))")
 _CODE_FORMS = ("error {n}", "error: {n}", "error={n}", "error = {n}", "error({n}", "error ({n}", "error_t {n}",
                "code {n}", "code: {n}", "code={n}", "code({n}", "returned {n}", "returns {n}", "err_no={n}",
-               "err_no: {n}", "errno={n}", "result {n}", "result: {n}", "({n} vs", "error #{n}")
+               "err_no: {n}", "errno={n}", "result {n}", "result: {n}", "({n} vs", "error #")
 
 
 def code_pattern(entry: dict, where: str) -> Pattern:
