@@ -806,16 +806,6 @@ NOT_ROUND9B = [
 ]
 
 
-@pytest.mark.parametrize("name, text, first", ROUND8 + ROUND8_WSL + ROUND8B + ROUND8_REVIEW + ROUND9B)
-def test_rounds_8_9_wordings(name, text, first):
-    assert answer(text)[:1] == [first], (name, answer(text))
-
-
-@pytest.mark.parametrize("name, text, not_id", NOT_ROUND8B + NOT_ROUND9B)
-def test_rounds_8_9_wordings_do_not_hijack(name, text, not_id):
-    assert answer(text, strict=True)[:1] != [not_id], (name, answer(text, strict=True))
-
-
 INSTALLER = [
     # session 23, from nvidia-installer's, the kernel's and apt's own messages (not from any set of reports)
     ("the installer and an old module still loaded", "ERROR: An NVIDIA kernel module 'nvidia-drm' appears to already be "
@@ -844,16 +834,6 @@ NOT_INSTALLER = [
     ("an X server named in passing", "I am running an X server on the host\nRuntimeError: CUDA error: out of memory",
      "driver-install"),
 ]
-
-
-@pytest.mark.parametrize("name, text, first", INSTALLER)
-def test_the_installers_own_messages(name, text, first):
-    assert answer(text, strict=True)[:1] == [first], (name, answer(text, strict=True))
-
-
-@pytest.mark.parametrize("name, text, not_id", NOT_INSTALLER)
-def test_the_installers_messages_do_not_hijack(name, text, not_id):
-    assert not_id not in answer(text, strict=True), (name, answer(text, strict=True))
 
 
 def test_guess_words_false_keeps_a_patterns_words_out_of_the_guesses(tmp_path):
@@ -897,13 +877,13 @@ NOT_CONTAINER_RUNTIME = [
 ]
 
 
-@pytest.mark.parametrize("name, text, first", CONTAINER_RUNTIME)
-def test_the_container_runtimes_own_messages(name, text, first):
+@pytest.mark.parametrize("name, text, first", INSTALLER + CONTAINER_RUNTIME)
+def test_the_tools_own_messages(name, text, first):
     assert answer(text, strict=True)[:1] == [first], (name, answer(text, strict=True))
 
 
-@pytest.mark.parametrize("name, text, not_id", NOT_CONTAINER_RUNTIME)
-def test_the_container_runtimes_messages_do_not_hijack(name, text, not_id):
+@pytest.mark.parametrize("name, text, not_id", NOT_INSTALLER + NOT_CONTAINER_RUNTIME)
+def test_the_tools_messages_do_not_hijack(name, text, not_id):
     assert not_id not in answer(text, strict=True), (name, answer(text, strict=True))
 
 
@@ -954,16 +934,6 @@ NOT_ROUND10B = [
 ]
 
 
-@pytest.mark.parametrize("name, text, first", ROUND10B)
-def test_round10b_wordings(name, text, first):
-    assert answer(text)[:1] == [first], (name, answer(text))
-
-
-@pytest.mark.parametrize("name, text, not_id", NOT_ROUND10B)
-def test_round10b_wordings_do_not_hijack(name, text, not_id):
-    assert answer(text, strict=True)[:1] != [not_id], (name, answer(text, strict=True))
-
-
 ROUND11B = [
     # round 11b, from fresh9's misses after its one scoring (in-sample since)
     ("PTX for a newer GPU", "I'm trying to run PTX compiled with sm_13 on a 8800GTS that supports sm_10:\nptxas fatal   : "
@@ -985,14 +955,14 @@ NOT_ROUND11B = [
 ]
 
 
-@pytest.mark.parametrize("name, text, first", ROUND11B)
-def test_round11b_wordings(name, text, first):
+@pytest.mark.parametrize("name, text, first", ROUND8 + ROUND8_WSL + ROUND8B + ROUND8_REVIEW + ROUND9B + ROUND10B + ROUND11B)
+def test_rounds_8_to_11_wordings(name, text, first):
     assert answer(text)[:1] == [first], (name, answer(text))
 
 
-@pytest.mark.parametrize("name, text, not_id", NOT_ROUND11B)
-def test_round11b_wordings_do_not_hijack(name, text, not_id):
-    assert answer(text)[:1] != [not_id], (name, answer(text))
+@pytest.mark.parametrize("name, text, not_id", NOT_ROUND8B + NOT_ROUND9B + NOT_ROUND10B + NOT_ROUND11B)
+def test_rounds_8_to_11_wordings_do_not_hijack(name, text, not_id):
+    assert answer(text, strict=True)[:1] != [not_id], (name, answer(text, strict=True))
 
 
 with open(Path(__file__).parent / "data" / "explain_review" / "r10.toml", "rb") as _f:
