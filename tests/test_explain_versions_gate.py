@@ -81,3 +81,18 @@ def test_a_gate_all_must_be_a_bool(tmp_path):
     (tmp_path / "x.toml").write_text(base.replace("all = true", 'all = "yes"'))
     with pytest.raises(signatures.SignatureError, match="all"):
         signatures.load_dir(tmp_path)
+
+
+@pytest.mark.parametrize("text", [
+    # datacenter GPUs named by model (Kaggle's P100, Azure's K80, a V100 server) with a cu128/cu121 wheel
+    "torch.__version__ = 2.7.0+cu128\n!nvidia-smi -> Tesla P100-PCIE-16GB\n"
+    "RuntimeError: CUDA error: no kernel image is available for execution on the device",
+    "RuntimeError: CUDA error: no kernel image is available for execution on the device\ntorch: 2.1.0+cu121\n"
+    "nvidia-smi: Tesla K80, driver 470.239.06",
+    "CUDA error: no kernel image is available for execution on the device\npytorch version: 2.7.1+cu128\n"
+    "Device: cuda:0 Tesla V100-SXM2-32GB : cudaMallocAsync",
+])
+def test_the_gate_reads_datacenter_gpu_names(text):
+    from explain_sets import answer
+
+    assert answer(text)[:1] == ["torch-arch-unsupported"], answer(text)
