@@ -91,9 +91,13 @@ def test_unless_keeps_a_container_that_got_the_gpu_out():
 
 
 def test_wsl_as_a_word_not_inside_another():
-    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+    oom = "RuntimeError: CUDA error: out of memory\n"
     assert ids(oom + "wslink 1.3.0 pypi_0 pypi\n")[:1] == ["out-of-memory"]
     assert ids(oom + "Ubuntu under WSL2\n")[:1] == ["wsl"]
+    # the caching allocator's own OOM is the GPU's memory, also under WSL: WSL is the differential, not the cause
+    # (WSL's limits show as pinned/host allocation failures or a "Killed" load)
+    alloc = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+    assert answer(alloc + "Ubuntu under WSL2\n")[:2] == ["out-of-memory", "wsl"]
     smi = "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n"
     assert ids("Ubuntu app WSL: nvidia-smi\n" + smi)[:1] == ["wsl"]
     assert ids(smi)[:1] == ["no-driver-or-device"]
@@ -695,8 +699,8 @@ ROUND8_WSL = [
      "communicate with the NVIDIA driver.", "wsl"),
     ("NVML not loaded on a native host", "Ubuntu 22.04 server, after apt upgrade:\nFailed to initialize NVML: Driver "
      "Not Loaded", "no-driver-or-device"),
-    ("a WSL2 kernel is not WSL1's", "Linux 5.15.153.1-microsoft-standard-WSL2\ntorch.cuda.OutOfMemoryError: CUDA out of "
-     "memory. Tried to allocate 20.00 MiB", "wsl"),
+    ("a WSL2 kernel is not WSL1's", "Linux 5.15.153.1-microsoft-standard-WSL2\nRuntimeError: CUDA error: out of memory",
+     "wsl"),
 ]
 
 
@@ -972,4 +976,15 @@ with open(Path(__file__).parent / "data" / "explain_review" / "r10.toml", "rb") 
 @pytest.mark.parametrize("case", REVIEW_R10, ids=lambda c: c["name"])
 def test_round10_precision_review(case):
     # each was a hijack by a round-10 pattern before its narrowing (tests/data/explain_review/r10.toml)
+    assert answer(case["text"])[:1] == [case["expect"]], (case["name"], answer(case["text"]))
+
+
+with open(Path(__file__).parent / "data" / "explain_review" / "older.toml", "rb") as _f:
+    REVIEW_OLDER = tomllib.load(_f)["case"]
+
+
+@pytest.mark.parametrize("case", REVIEW_OLDER, ids=lambda c: c["name"])
+def test_older_patterns_precision_review(case):
+    # passing mentions (an environment dump, a harmless warning, a banner, prose) never outrank another cause's
+    # error line; the true positives stay (tests/data/explain_review/older.toml)
     assert answer(case["text"])[:1] == [case["expect"]], (case["name"], answer(case["text"]))
