@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from cudadoctor.explain import versions
+from cudadoctor import matrix
+from cudadoctor.explain import personal, rank, signatures, versions
+from explain_sets import SCANNER, SIGS, answer
 
 
 @pytest.mark.parametrize("gpu, torch, lacks", [
@@ -27,8 +29,6 @@ def test_wheel_lacks_arch(gpu, torch, lacks):
 
 
 def test_a_missing_matrix_proves_nothing(monkeypatch):
-    from cudadoctor import matrix
-
     def broken():
         raise OSError("no matrix")
 
@@ -37,9 +37,6 @@ def test_a_missing_matrix_proves_nothing(monkeypatch):
 
 
 def test_the_gate_personalises_the_fix():
-    from cudadoctor.explain import personal, rank
-    from explain_sets import SCANNER, SIGS
-
     text = ("GPU: NVIDIA GeForce GTX 1050 (compute capability 6.1)\nPyTorch: 2.8.0+cu128\n"
             "torch.AcceleratorError: CUDA error: no kernel image is available for execution on the device")
     found = rank.matches(SIGS, SCANNER.scan_text(text))
@@ -51,8 +48,6 @@ def test_the_gate_personalises_the_fix():
     assert p.commands and "pip install" in p.commands[0] and "--index-url" in p.commands[0], p.commands
     cu = p.commands[0].rsplit("/", 1)[1]
     rel = p.commands[0].split("'torch==")[1].split(".*")[0]
-    from cudadoctor import matrix
-
     m = matrix.load()
     assert m.runs_on(m.variant_for(rel, f"{cu[2:-1]}.{cu[-1]}"), (6, 1)) != "no-kernel-image"
 
@@ -69,14 +64,10 @@ def test_the_gate_personalises_the_fix():
      "RuntimeError: CUDA error: no kernel image is available for execution on the device", "torch-arch-unsupported"),
 ])
 def test_the_gate_needs_every_reading_to_agree(text, first):
-    from explain_sets import answer
-
     assert answer(text)[:1] == [first], answer(text)
 
 
 def test_a_gate_all_must_be_a_bool(tmp_path):
-    from cudadoctor.explain import signatures
-
     base = (signatures.SIGNATURE_DIR / "torch-arch-unsupported.toml").read_text()
     (tmp_path / "x.toml").write_text(base.replace("all = true", 'all = "yes"'))
     with pytest.raises(signatures.SignatureError, match="all"):
@@ -93,6 +84,4 @@ def test_a_gate_all_must_be_a_bool(tmp_path):
     "Device: cuda:0 Tesla V100-SXM2-32GB : cudaMallocAsync",
 ])
 def test_the_gate_reads_datacenter_gpu_names(text):
-    from explain_sets import answer
-
     assert answer(text)[:1] == ["torch-arch-unsupported"], answer(text)

@@ -239,7 +239,8 @@ def _from_text(match, out: Personal, m) -> None:
                          f"up to {versions.pretty(has)}")
     gpu, wheel = versions.reading(c, "gpu"), versions.reading(c, "torch_ver")  # torch-arch-unsupported's gate
     if gpu and wheel and versions.wheel_lacks_arch(gpu, wheel):
-        what = gpu if not versions.gpu_cc_text(gpu) else f"a GPU of compute capability {versions.gpu_cc_text(gpu)}"
+        cc = versions.gpu_cc_text(gpu)
+        what = f"a GPU of compute capability {cc}" if cc else gpu
         out.notes.append(f"the report names torch {wheel} and {what}: by the version matrix that torch has no kernel "
                          f"for this GPU")
     torch_cuda, nvcc = versions.reading(c, "torch_cuda"), versions.reading(c, "nvcc_release")  # nvcc-torch-mismatch's gate
@@ -269,8 +270,9 @@ def _arch(match, facts, m, out: Personal) -> None:
     if not ccs:
         cc = compat.parse_cc(match.captures.get("sm") or match.captures.get("cc") or "")
         ccs = [cc] if cc else []
-    if not ccs and versions.reading(match.captures, "gpu"):  # the GPU the report names (the torch-wheel gate's reading)
-        ccs = sorted(versions.gpu_ccs(versions.reading(match.captures, "gpu")))
+    named_gpu = versions.reading(match.captures, "gpu")  # the GPU the report names (the torch-wheel gate's reading)
+    if not ccs and named_gpu:
+        ccs = sorted(versions.gpu_ccs(named_gpu))
     text_archs = (match.captures.get("arch_list") or "").split()
     for cc in ccs:
         v = torch_verdict(t, cc)

@@ -209,17 +209,17 @@ class Scanner:
         kept = res.hits.setdefault(key, [])
         if len(kept) >= MAX_EVIDENCE:
             return
-        at = len(data[ls:p].decode("utf-8", "replace"))  # the literal's place in the window
         line_no = line_base + low.count(b"\n", 0, p) + 1
         if pat.capture is not None and pat.weight == 0:
             # a reading (for a gate) takes every value on the line: a line naming two wheels or two GPUs gives both
+            # (in line order, at the literal's byte position)
             for r in pat.capture.finditer(window):
                 caps = {k: v.strip() for k, v in r.groupdict().items() if v and v.strip()}
                 if caps and len(kept) < MAX_EVIDENCE and not any(h.line_no == line_no and h.captures == caps
                                                                  for h in kept):
-                    kept.append(Hit(line_no=line_no, text=_show(window, r.start()), pos=pos_base + ls + r.start(),
-                                    captures=caps))
+                    kept.append(Hit(line_no=line_no, text=_show(window, r.start()), pos=pos_base + p, captures=caps))
             return
+        at = len(data[ls:p].decode("utf-8", "replace"))  # the literal's place in the window
         if pat.capture is not None:
             m = pat.capture.search(window) or m
         caps = {k: v.strip() for k, v in (m.groupdict() if m else {}).items() if v and v.strip()}

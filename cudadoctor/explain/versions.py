@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from typing import Optional
 
+from cudadoctor import compat
+
 _NUM = re.compile(r"^(\d+)(?:\.(\d+))?")
 
 
@@ -50,26 +52,22 @@ def differs(needs: str, has: str) -> bool:
     return n is not None and h is not None and n != h
 
 
-_CC = re.compile(r"^(?:sm_?)?(\d{1,2})\.?(\d)$")
-
-
 def gpu_cc_text(text: str) -> str:
     """'sm_61' / '61' / '6.1' -> '6.1'; '' for a GPU name."""
-    m = _CC.match(text.strip().lower())
-    return f"{m.group(1)}.{m.group(2)}" if m else ""
+    cc = compat.parse_cc(text)
+    return compat.cc_str(cc) if cc else ""
 
 
 def gpu_ccs(text: str) -> set:
     """Compute capabilities a report's GPU reading names: 'sm_61', '6.1', '61', or a GPU name ('GTX 1050', 'V100')
     looked up in the matrix's architecture table (every row whose example names it)."""
-    t = text.strip().lower()
-    m = _CC.match(t)
-    if m:
-        return {(int(m.group(1)), int(m.group(2)))}
+    cc = compat.parse_cc(text)
+    if cc:
+        return {cc}
     from cudadoctor import matrix
     from cudadoctor.matrix.gpu_names import match_examples
 
-    return {tuple(int(x) for x in r["cc"].split(".")) for r in match_examples(t, matrix.load().archs)}
+    return {compat.parse_cc(r["cc"]) for r in match_examples(text.strip().lower(), matrix.load().archs)}
 
 
 _WHEEL = re.compile(r"^(?P<v>\d+\.\d+(?:\.\d+)?)(?:\+cu(?P<tag>\d{2,3})|.*?cuda\s*(?P<cuda>\d{1,2}\.\d))?", re.I)
@@ -90,7 +88,7 @@ def wheel_lacks_arch(gpu: str, torch: str) -> bool:
         cuda = pretty(w["tag"]) if w["tag"] else w["cuda"]
         variants = [m.variant_for(w["v"], cuda)] if cuda else m.torch_variants(w["v"])
         return bool(variants) and None not in variants and all(
-            m.runs_on(v, cc) == "no-kernel-image" for v in variants for cc in ccs)
+            m.runs_on(v, cc) == compat.NO_IMAGE for v in variants for cc in ccs)
     except Exception:  # noqa: BLE001 - the matrix is optional to explain: no data, no confirmation
         return False
 
