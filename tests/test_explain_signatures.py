@@ -76,6 +76,10 @@ def test_regexes_fast_on_hostile_windows(sig):
     ({"pattern": [{"contains": ["ü"]}]}, "ASCII"),
     ({"pattern": [{"contains": ["x"], "weight": 2}]}, "weight"),
     ({"pattern": []}, "no \\[\\[pattern"),
+    ({"pattern": [{"contains": ["x"], "context": ["@nowhere"]}]}, "no set 'nowhere'"),
+    ({"sets": {"s": "wsl"}, "pattern": [{"contains": ["x"], "unless": ["@s"]}]}, "sets: s must be a list"),
+    ({"sets": ["wsl"], "pattern": [{"contains": ["x"]}]}, "sets must be a table"),
+    ({"sets": {"s": ["ü"]}, "pattern": [{"contains": ["x"], "context": ["@s"]}]}, "ASCII"),
 ])
 def test_bad_data_is_rejected(bad, err):
     base = {"id": "x", "title": "t", "layer": "l", "priority": 1, "meaning": "m", "causes": ["c"],
@@ -86,6 +90,24 @@ def test_bad_data_is_rejected(bad, err):
         base.update(bad)
     with pytest.raises(signatures.SignatureError, match=err):
         signatures.parse(base, "x.toml")
+
+
+def test_named_sets_expand_in_context_and_unless_only():
+    base = {"id": "x", "title": "t", "layer": "l", "priority": 1, "meaning": "m", "causes": ["c"],
+            "confirm": ["c"], "fixes": ["f"], "sets": {"wsl": ["wsl2", "WSL "], "no": ["not wsl"]},
+            "pattern": [{"contains": ["@wsl"], "context": ["@wsl", "/mnt/c/"], "unless": ["@no"]}]}
+    pat = signatures.parse(base, "x.toml").patterns[0]
+    assert pat.contains == ("@wsl",)
+    assert pat.context == ("wsl2", "wsl ", "/mnt/c/") and pat.unless == ("not wsl",)
+
+
+def test_wsl_patterns_name_their_context_sets():
+    """wsl.toml writes its WSL lists once ([sets]); the patterns that name them read the whole list."""
+    wsl = next(s for s in SIGS if s.id == "wsl")
+    word = [p for p in wsl.patterns if "(wsl" in p.context]
+    assert len(word) == 6 and all(len(p.context) == 13 and "microsoft-standard" in p.context for p in word)
+    assert sum("without wsl" in p.unless for p in wsl.patterns) == 3
+    assert not any(v.startswith("@") for p in wsl.patterns for v in p.context + p.unless)
 
 
 def test_file_name_must_be_id(tmp_path):

@@ -3,6 +3,8 @@ the wheel has no kernel for (versions.wheel_lacks_arch)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from cudadoctor import matrix
@@ -40,9 +42,12 @@ def test_the_gate_personalises_the_fix():
     text = ("GPU: NVIDIA GeForce GTX 1050 (compute capability 6.1)\nPyTorch: 2.8.0+cu128\n"
             "torch.AcceleratorError: CUDA error: no kernel image is available for execution on the device")
     found = rank.matches(SIGS, SCANNER.scan_text(text))
-    assert found[0].id == "torch-arch-unsupported"
+    assert found[0].id == "torch-arch-unsupported" and found[0].gated
     p = personal.personalise(found[0], {}, personal.load_matrix())
     assert any("torch 2.8.0+cu128" in n and ("GTX 1050" in n or "capability 6.1" in n) for n in p.notes), p.notes
+    # the note follows the gate's verdict (Match.gated), not a second look at the first readings
+    ungated = personal.personalise(dataclasses.replace(found[0], gated=False), {}, personal.load_matrix())
+    assert not any("by the version matrix" in n for n in ungated.notes), ungated.notes
     assert any("no kernels for cc 6.1" in n for n in p.notes), p.notes
     # the command installs a wheel the matrix says has a kernel for cc 6.1
     assert p.commands and "pip install" in p.commands[0] and "--index-url" in p.commands[0], p.commands

@@ -238,7 +238,7 @@ def _from_text(match, out: Personal, m) -> None:
         out.notes.append(f"the report shows code built for CUDA {versions.pretty(needs)} and a driver that runs CUDA "
                          f"up to {versions.pretty(has)}")
     gpu, wheel = versions.reading(c, "gpu"), versions.reading(c, "torch_ver")  # torch-arch-unsupported's gate
-    if gpu and wheel and versions.wheel_lacks_arch(gpu, wheel):
+    if gpu and wheel and match.gated:  # the gate held: every GPU and wheel the report names agree
         cc = versions.gpu_cc_text(gpu)
         what = f"a GPU of compute capability {cc}" if cc else gpu
         out.notes.append(f"the report names torch {wheel} and {what}: by the version matrix that torch has no kernel "

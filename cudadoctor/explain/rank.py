@@ -23,6 +23,7 @@ class Match:
     rank_priority: int = 0
     pattern_alternatives: tuple = ()  # the differential of the wordings that matched, first seen first
     direct: bool = True  # an error line (or the report's versions) says it, not only context or prose (hints)
+    gated: bool = False  # the versions the report shows confirmed it (its signature's gate held)
 
     @property
     def alternatives(self) -> tuple:
@@ -79,7 +80,8 @@ def matches(signatures: tuple, res: ScanResult) -> list:
                 alts.append((min(h.pos for h in res.hits[key]), pat.alternatives))
         caps = _captures(evidence + readings)
         gate = dict(sig.gate)
-        if gate and versions.gate_holds(gate, caps, _all_captures(readings)):  # the versions in the text confirm it
+        gated = bool(gate) and versions.gate_holds(gate, caps, _all_captures(readings))
+        if gated:  # the versions in the text confirm it
             miss *= 1.0 - float(gate["weight"])
             direct = direct or not gate.get("hint", False)
             evidence.extend(readings)
@@ -88,7 +90,7 @@ def matches(signatures: tuple, res: ScanResult) -> list:
             continue
         evidence = _dedupe(sorted(evidence, key=lambda h: h.pos))
         palts = tuple(a for _, group in sorted(alts, key=lambda t: t[0]) for a in group)
-        out.append(Match(sig, round(1.0 - miss, 3), count, evidence[:3], caps, sig.priority, palts, direct))
+        out.append(Match(sig, round(1.0 - miss, 3), count, evidence[:3], caps, sig.priority, palts, direct, gated))
     return rank(out)
 
 

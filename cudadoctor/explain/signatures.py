@@ -111,13 +111,15 @@ def parse(data: dict, where: str = "<data>", lazy: bool = False) -> Signature:
     for k in _REQUIRED:
         if k not in data:
             raise SignatureError(f"{where}: missing {k!r}")
+    sets = _sets(data, where)
     pats = []
     for i, p in enumerate(data.get("pattern", [])):
         pw = f"{where} pattern {i + 1}"
         contains = tuple(s.lower() for s in _tuple_of_str(p, "contains", pw))
         if not contains or any(not s.strip() for s in contains):
             raise SignatureError(f"{pw}: needs at least one non-empty 'contains' substring")
-        if not all(s.isascii() for s in contains + tuple(p.get("context", [])) + tuple(p.get("unless", []))):
+        context, unless = (_expand(_tuple_of_str(p, k, pw), sets, pw) for k in ("context", "unless"))
+        if not all(s.isascii() for s in contains + context + unless):
             raise SignatureError(f"{pw}: 'contains', 'context' and 'unless' must be ASCII (the scan is byte-wise)")
         rx = p.get("regex")
         try:
@@ -135,9 +137,8 @@ def parse(data: dict, where: str = "<data>", lazy: bool = False) -> Signature:
         hint, words = p.get("hint", False), p.get("guess_words", True)
         if not isinstance(hint, bool) or not isinstance(words, bool):
             raise SignatureError(f"{pw}: hint and guess_words must be true or false")
-        pats.append(Pattern(contains, compiled, cap_rx, w, tuple(s.lower() for s in _tuple_of_str(p, "context", pw)),
-                            tuple(s.lower() for s in _tuple_of_str(p, "unless", pw)),
-                            _tuple_of_str(p, "alternatives", pw), hint, words))
+        pats.append(Pattern(contains, compiled, cap_rx, w, tuple(s.lower() for s in context),
+                            tuple(s.lower() for s in unless), _tuple_of_str(p, "alternatives", pw), hint, words))
     if not pats:
         raise SignatureError(f"{where}: no [[pattern]]")
     return Signature(
@@ -152,6 +153,30 @@ def parse(data: dict, where: str = "<data>", lazy: bool = False) -> Signature:
         keep_before=bool(data.get("keep_before", False)),
         source=where,
     )
+
+
+def _sets(data: dict, where: str) -> dict:
+    """A file's named substring lists (`[sets]`): one list that several patterns' context or unless name as "@name",
+    written once (wsl.toml's "WSL as a word" list served eight patterns as copies)."""
+    sets = data.get("sets", {})
+    if not isinstance(sets, dict):
+        raise SignatureError(f"{where}: sets must be a table of lists")
+    for name in sets:
+        _tuple_of_str(sets, name, f"{where} sets")
+    return sets
+
+
+def _expand(values: tuple, sets: dict, where: str) -> tuple:
+    """context/unless values with each "@name" replaced by the file's set of that name."""
+    out: list = []
+    for v in values:
+        if v.startswith("@"):
+            if v[1:] not in sets:
+                raise SignatureError(f"{where}: no set {v[1:]!r} in this file's [sets]")
+            out.extend(sets[v[1:]])
+        else:
+            out.append(v)
+    return tuple(out)
 
 
 def _gate(data: dict, where: str) -> tuple:
