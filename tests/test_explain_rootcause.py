@@ -959,13 +959,55 @@ NOT_ROUND11B = [
 ]
 
 
-@pytest.mark.parametrize("name, text, first", ROUND8 + ROUND8_WSL + ROUND8B + ROUND8_REVIEW + ROUND9B + ROUND10B + ROUND11B)
-def test_rounds_8_to_11_wordings(name, text, first):
+ROUND12B = [
+    # round 12b, from fresh10's misses after its one scoring (in-sample since); texts written here, not the reports'
+    ("torch's THC kernel, CUDA 8's wording", "RuntimeError: cuda runtime error (8) : invalid device function at "
+     "/opt/conda/conda-bld/pytorch_1503970438496/work/torch/lib/THC/generic/THCTensorCopy.cu:21\nGPU: GeForce GT 630M",
+     "torch-arch-unsupported"),
+    ("torch's THC kernel, a Windows build", "RuntimeError: cuda runtime error (8) : invalid device function at "
+     "C:\\w\\b\\windows\\pytorch\\torch\\lib\\thc\\generic/THCTensorMath.cu:15", "torch-arch-unsupported"),
+    ("a bus error inside NCCL", "[node1:412 :0:498] Caught signal 7 (Bus error: nonexistent physical address)\n"
+     "==== backtrace ====\n 2 0x0000000000075a8d ncclGroupEnd()  ???:0\n 5 0x00000000000489b1 ???()  "
+     "/usr/lib/x86_64-linux-gnu/libnccl.so.2:0", "nccl"),
+    ("CMake finds no CUDA compiler", "-- Looking for a CUDA compiler\n-- Looking for a CUDA compiler - NOTFOUND\n"
+     "but nvcc --version says: Cuda compilation tools, release 11.8, V11.8.89", "cuda-home-missing"),
+    ("CUDA_HOME at the bin folder", "python setup.py build_ext: error: command '/usr/local/cuda-11.8/bin/bin/nvcc' "
+     "failed with exit status 1", "cuda-home-missing"),
+    ("Omniverse's driver check", "Isaac Sim 4.5 on a g4dn node: [carb.scenerenderer-rtx.plugin] rtx driver "
+     "verification failed. The minimum Omniverse RTX requirement on Linux Installed driver: 525.60 The unsupported "
+     "driver range: [0.0, 535.129) The recommended drivers: 535.161.07", "driver-too-old"),
+    ("NixOS' driver package", "error: builder for '/nix/store/x3k1-nvidia-x11-550.78-6.9.1.drv' failed with exit code 2",
+     "driver-install"),
+    ("DALI's cuInit in a child process", "I start the pipeline in a multiprocessing.Process:\n[/opt/dali/dali/core/"
+     "device_guard.cc:33] Assert on \"cuInitChecked()\" failed: Failed to load libcuda.so. Check your library paths "
+     "and if the driver is installed correctly.", "cuda-fork"),
+]
+
+
+NOT_ROUND12B = [
+    ("an extension's invalid device function", "RuntimeError: CUDA error: invalid device function at "
+     "/home/me/proj/my_ext/src/nms_kernel.cu:103", "torch-arch-unsupported"),
+    ("a DataLoader's bus error", "ERROR: Unexpected bus error encountered in worker. This might be caused by "
+     "insufficient shared memory (shm).\nNCCL_DEBUG=INFO set", "nccl"),
+    ("CMake finds nvcc", "-- Looking for a CUDA compiler - /usr/local/cuda/bin/nvcc\n-- The CUDA compiler "
+     "identification is NVIDIA 12.4.131\nRuntimeError: CUDA error: out of memory", "cuda-home-missing"),
+    ("a newer driver in Omniverse's known-issues range", "The currently installed NVIDIA graphics driver is unsupported "
+     "or has known issues. The unsupported driver range: [545.0, 546.0)", "driver-too-old"),
+    ("NixOS' driver package built", "nvidia-x11-550.78-6.9.1 built fine\nRuntimeError: CUDA error: out of memory",
+     "driver-install"),
+    ("DALI's cuInit with no driver", "docker run without --gpus:\nAssert on \"cuInitChecked()\" failed: Failed to load "
+     "libcuda.so. Check your library paths and if the driver is installed correctly.", "cuda-fork"),
+]
+
+
+@pytest.mark.parametrize("name, text, first",
+                         ROUND8 + ROUND8_WSL + ROUND8B + ROUND8_REVIEW + ROUND9B + ROUND10B + ROUND11B + ROUND12B)
+def test_rounds_8_to_12_wordings(name, text, first):
     assert answer(text)[:1] == [first], (name, answer(text))
 
 
-@pytest.mark.parametrize("name, text, not_id", NOT_ROUND8B + NOT_ROUND9B + NOT_ROUND10B + NOT_ROUND11B)
-def test_rounds_8_to_11_wordings_do_not_hijack(name, text, not_id):
+@pytest.mark.parametrize("name, text, not_id", NOT_ROUND8B + NOT_ROUND9B + NOT_ROUND10B + NOT_ROUND11B + NOT_ROUND12B)
+def test_rounds_8_to_12_wordings_do_not_hijack(name, text, not_id):
     assert answer(text, strict=True)[:1] != [not_id], (name, answer(text, strict=True))
 
 
