@@ -1030,3 +1030,17 @@ def test_older_patterns_precision_review(case):
     # passing mentions (an environment dump, a harmless warning, a banner, prose) never outrank another cause's
     # error line; the true positives stay (tests/data/explain_review/older.toml)
     assert answer(case["text"])[:1] == [case["expect"]], (case["name"], answer(case["text"]))
+
+
+with open(Path(__file__).parent / "data" / "explain_review" / "r12.toml", "rb") as _f:
+    REVIEW_R12 = tomllib.load(_f)["case"]
+
+
+@pytest.mark.parametrize("case", REVIEW_R12, ids=lambda c: c["name"])
+def test_round12_precision_review(case):
+    # hijacks and false strict matches by round 12b's first patterns, and the true positives they and the narrowing
+    # fixed (tests/data/explain_review/r12.toml)
+    if "not_strict" in case:
+        assert case["not_strict"] not in answer(case["text"], strict=True), (case["name"], answer(case["text"], strict=True))
+    else:
+        assert answer(case["text"])[:1] == [case["expect"]], (case["name"], answer(case["text"]))

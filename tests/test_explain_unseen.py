@@ -33,6 +33,7 @@ FLOORS = {  # set: (top-1, top-3) of the answer explain prints
     "fresh7": (0.89, 0.94),  # blind at its scoring (81/95, 86/95 with r9-before; 80/95, 85/95 with r8-before); in-sample since
     "fresh8": (0.94, 0.96),  # blind at its one scoring (95/110, 105/110 with r10-before and r10-frozen); in-sample since
     "fresh9": (0.99, 0.99),  # 8 forum reports, blind at its one scoring (5/8, 6/8 with r11-before); in-sample since
+    "fresh10": (0.91, 0.95),  # blind at its one scoring (47/60, 53/60 with r12-before); in-sample since (56/60, 58/60)
 }
 
 
