@@ -1044,3 +1044,15 @@ def test_round12_precision_review(case):
         assert case["not_strict"] not in answer(case["text"], strict=True), (case["name"], answer(case["text"], strict=True))
     else:
         assert answer(case["text"])[:1] == [case["expect"]], (case["name"], answer(case["text"]))
+
+
+H200X2 = Path(__file__).parent / "data" / "h200x2"
+
+
+def test_real_nccl_shm_failure_is_nccl_and_a_dataloader_shm_failure_is_not():
+    # recorded on 2x H200 with a 1 MB /dev/shm (tests/data/h200x2/README.md, session 24)
+    nccl = (H200X2 / "r12_nccl_shm_full.txt").read_text()
+    assert answer(nccl, strict=True)[:1] == ["nccl"], answer(nccl, strict=True)
+    loader = (H200X2 / "r12_dataloader_shm_full.txt").read_text()
+    assert "nccl" not in answer(loader, strict=True), answer(loader, strict=True)
+    assert answer((H200X2 / "r12_nccl_shm_cumem_ok.txt").read_text(), strict=True) == []
