@@ -978,6 +978,8 @@ ROUND12B = [
      "driver range: [0.0, 535.129) The recommended drivers: 535.161.07", "driver-too-old"),
     ("NixOS' driver package", "error: builder for '/nix/store/x3k1-nvidia-x11-550.78-6.9.1.drv' failed with exit code 2",
      "driver-install"),
+    ("an application's own driver check", "[render] fatal: this application requires NVIDIA driver version "
+     "525.60.13 or later (detected 470.182.03)", "driver-too-old"),
     ("DALI's cuInit in a child process", "I start the pipeline in a multiprocessing.Process:\n[/opt/dali/dali/core/"
      "device_guard.cc:33] Assert on \"cuInitChecked()\" failed: Failed to load libcuda.so. Check your library paths "
      "and if the driver is installed correctly.", "cuda-fork"),
@@ -995,6 +997,10 @@ NOT_ROUND12B = [
      "or has known issues. The unsupported driver range: [545.0, 546.0)", "driver-too-old"),
     ("NixOS' driver package built", "nvidia-x11-550.78-6.9.1 built fine\nRuntimeError: CUDA error: out of memory",
      "driver-install"),
+    ("a compatibility table quoted beside another error", "CUDA 12.2 needs driver 535 or later and I have 550.54.\n"
+     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "driver-too-old"),
+    ("nvidia-smi's header", "| NVIDIA-SMI 550.54.14   Driver Version: 550.54.14   CUDA Version: 12.4 |\n"
+     "RuntimeError: CUDA error: an illegal memory access was encountered", "driver-too-old"),
     ("DALI's cuInit with no driver", "docker run without --gpus:\nAssert on \"cuInitChecked()\" failed: Failed to load "
      "libcuda.so. Check your library paths and if the driver is installed correctly.", "cuda-fork"),
 ]
@@ -1056,3 +1062,13 @@ def test_real_nccl_shm_failure_is_nccl_and_a_dataloader_shm_failure_is_not():
     loader = (H200X2 / "r12_dataloader_shm_full.txt").read_text()
     assert "nccl" not in answer(loader, strict=True), answer(loader, strict=True)
     assert answer((H200X2 / "r12_nccl_shm_cumem_ok.txt").read_text(), strict=True) == []
+
+
+@pytest.mark.parametrize("text", [
+    "Detected GPU driver 460.32.03 is older than the minimum supported 470.57",
+    "Your graphics driver 391.35 is too old; version 418 or newer is required.",
+    "Minimum required Nvidia driver is 570.0 or newer",
+])
+def test_applications_own_driver_checks_are_matched_not_only_guessed(text):
+    # the family of applications' own minimum-driver messages (session 24): a match (a hint), not only a guess
+    assert answer(text, strict=True)[:1] == ["driver-too-old"], answer(text, strict=True)
