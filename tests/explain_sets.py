@@ -32,6 +32,7 @@ FRESH7 = DATA / "explain_fresh7" / "cases.toml"  # issue 17 round 9's blind set 
 FRESH8 = DATA / "explain_fresh8" / "cases.toml"  # issue 17 round 10's blind set (threads nobody had met), committed before scoring
 FRESH9 = DATA / "explain_fresh9" / "cases.toml"  # issue 17 round 11's blind sample (forum and Q&A threads), committed before scoring
 FRESH10 = DATA / "explain_fresh10" / "cases.toml"  # issue 17 round 12's blind set (threads nobody had met), committed before scoring
+FRESH11 = DATA / "explain_fresh11" / "cases.toml"  # issue 17 round 13's blind set (threads nobody had met), committed before scoring
 
 SIGS = signatures.load()
 SCANNER = scan.Scanner(SIGS)
