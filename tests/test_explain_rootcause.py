@@ -1006,14 +1006,46 @@ NOT_ROUND12B = [
 ]
 
 
+ROUND13B = [
+    # round 13b, from fresh11's misses after its one blind scoring (in-sample since); texts written here
+    ("modpost refuses the NVIDIA module", "make[2]: *** [scripts/Makefile.modpost:145: Module.symvers] Error 1\n"
+     "ERROR: modpost: GPL-incompatible module nvidia.ko uses GPL-only symbol 'rcu_read_unlock_strict'", "driver-install"),
+    ("a stale CDI spec", "Error: crun: cannot stat `/usr/lib64/libnvidia-ml.so.535.104.05`: No such file or directory: "
+     "OCI runtime attempted to invoke a command that was not found", "container-toolkit"),
+    ("nvcc inside a newer libstdc++", "/usr/include/c++/15.1.1/bits/stl_algobase.h(1024): error: identifier "
+     "\"__builtin_is_constant_evaluated\" is undefined", "host-compiler-unsupported"),
+    ("ldd cannot find a CUDA library", "$ ldd my_op.so\n\tlibcublasLt.so.11 => not found\n\tlibc.so.6 => "
+     "/lib/x86_64-linux-gnu/libc.so.6", "missing-shared-library"),
+    ("old TensorFlow without cuDNN", "I tensorflow/stream_executor/cuda/cuda_dnn.cc:1062] Unable to load cuDNN DSO.",
+     "missing-shared-library"),
+    ("NCCL's socket of no family", "misc/socket.cc:484 NCCL WARN ncclSocketInit: connecting to address with family 0 "
+     "is neither AF_INET(2) nor AF_INET6(10)", "nccl"),
+    ("Kaldi finds no GPU", "ERROR (nnet3-train:SelectGpuId():cu-device.cc:223) No CUDA GPU detected!", "no-driver-or-device"),
+    ("CMake's arch list", "CMake Error at /usr/share/cmake-3.22/Modules/CMakeDetermineCUDACompiler.cmake:277 "
+     "(message):\n  CMAKE_CUDA_ARCHITECTURES must be valid if set.", "nvcc-unsupported-arch"),
+]
+
+
+NOT_ROUND13B = [
+    ("g++'s own error in libstdc++", "/usr/include/c++/11/bits/stl_vector.h:1123:9: error: no matching function for "
+     "call to 'swap'\nRuntimeError: CUDA error: out of memory", "host-compiler-unsupported"),
+    ("ldd cannot find libcuda (the driver)", "\tlibcuda.so.1 => not found\nnvidia-smi: command not found",
+     "missing-shared-library"),
+    ("a container cannot stat another file", "Error: crun: cannot stat `/data/models/llama.bin`: No such file or "
+     "directory\nRuntimeError: CUDA error: out of memory", "container-toolkit"),
+]
+
+
 @pytest.mark.parametrize("name, text, first",
-                         ROUND8 + ROUND8_WSL + ROUND8B + ROUND8_REVIEW + ROUND9B + ROUND10B + ROUND11B + ROUND12B)
-def test_rounds_8_to_12_wordings(name, text, first):
+                         ROUND8 + ROUND8_WSL + ROUND8B + ROUND8_REVIEW + ROUND9B + ROUND10B + ROUND11B + ROUND12B
+                         + ROUND13B)
+def test_rounds_8_to_13_wordings(name, text, first):
     assert answer(text)[:1] == [first], (name, answer(text))
 
 
-@pytest.mark.parametrize("name, text, not_id", NOT_ROUND8B + NOT_ROUND9B + NOT_ROUND10B + NOT_ROUND11B + NOT_ROUND12B)
-def test_rounds_8_to_12_wordings_do_not_hijack(name, text, not_id):
+@pytest.mark.parametrize("name, text, not_id",
+                         NOT_ROUND8B + NOT_ROUND9B + NOT_ROUND10B + NOT_ROUND11B + NOT_ROUND12B + NOT_ROUND13B)
+def test_rounds_8_to_13_wordings_do_not_hijack(name, text, not_id):
     assert answer(text, strict=True)[:1] != [not_id], (name, answer(text, strict=True))
 
 
