@@ -1026,7 +1026,27 @@ ROUND13B = [
 ]
 
 
+ROUND14B = [
+    # round 14b, from fresh12's misses after its one blind scoring (in-sample since); texts written here
+    ("memcheck behind an unspecified launch failure", "CUDA error: unspecified launch failure\n$ compute-sanitizer ./app\n"
+     "========= Invalid __shared__ write of size 8 bytes\n=========     at 0x3f0 in reduce_kernel", "illegal-memory-access"),
+    ("memcheck's out-of-range local address", "cudaDeviceSynchronize returned 719\n========= Out-of-range Shared or Local "
+     "Address\n=========     at 0x000001a8 in scan_kernel", "illegal-memory-access"),
+    ("pynvml's driver-not-loaded", "  File \"/usr/lib/python3/dist-packages/pynvml.py\", line 310, in _nvmlCheckReturn\n"
+     "pynvml.NVMLError_DriverNotLoaded: Driver Not Loaded", "no-driver-or-device"),
+    ("joblib workers after CUDA in the parent", "joblib.Parallel(n_jobs=4)(delayed(train)(i) for i in range(4))\n"
+     "RuntimeError: cuda runtime error (3) : initialization error at /pytorch/aten/src/THC/THCGeneral.cpp:50",
+     "cuda-fork"),
+    ("an unspecified launch failure, memcheck clean", "CUDA error: unspecified launch failure\n========= ERROR SUMMARY: "
+     "0 errors\nXid 79: GPU has fallen off the bus", "device-lost"),
+    ("a driver that does not build for a kernel", "nvidia-dkms 470.256.02 does not compile with kernel 6.12 on Arch",
+     "driver-install"),
+]
+
+
 NOT_ROUND13B = [
+    ("a user's own module that does not build", "my out-of-tree module does not build with kernel 6.8, nvidia is fine:\n"
+     "RuntimeError: CUDA error: out of memory", "driver-install"),
     ("g++'s own error in libstdc++", "/usr/include/c++/11/bits/stl_vector.h:1123:9: error: no matching function for "
      "call to 'swap'\nRuntimeError: CUDA error: out of memory", "host-compiler-unsupported"),
     ("ldd cannot find libcuda (the driver)", "\tlibcuda.so.1 => not found\nnvidia-smi: command not found",
@@ -1038,14 +1058,14 @@ NOT_ROUND13B = [
 
 @pytest.mark.parametrize("name, text, first",
                          ROUND8 + ROUND8_WSL + ROUND8B + ROUND8_REVIEW + ROUND9B + ROUND10B + ROUND11B + ROUND12B
-                         + ROUND13B)
-def test_rounds_8_to_13_wordings(name, text, first):
+                         + ROUND13B + ROUND14B)
+def test_rounds_8_to_14_wordings(name, text, first):
     assert answer(text)[:1] == [first], (name, answer(text))
 
 
 @pytest.mark.parametrize("name, text, not_id",
                          NOT_ROUND8B + NOT_ROUND9B + NOT_ROUND10B + NOT_ROUND11B + NOT_ROUND12B + NOT_ROUND13B)
-def test_rounds_8_to_13_wordings_do_not_hijack(name, text, not_id):
+def test_rounds_8_to_14_wordings_do_not_hijack(name, text, not_id):
     assert answer(text, strict=True)[:1] != [not_id], (name, answer(text, strict=True))
 
 

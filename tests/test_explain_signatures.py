@@ -116,3 +116,12 @@ def test_file_name_must_be_id(tmp_path):
         'fixes = ["f"]\n[[pattern]]\ncontains = ["x"]\n')
     with pytest.raises(signatures.SignatureError, match="file name"):
         signatures.load_dir(tmp_path)
+
+
+def test_an_error_number_may_name_what_overrides_it():
+    pat = signatures.code_pattern({"number": 719, "id": "device-lost", "unless": ["Invalid __global__"]}, "t")
+    assert pat.unless == ("invalid __global__",) and pat.code == 719
+    with pytest.raises(signatures.SignatureError, match="ASCII"):
+        signatures.code_pattern({"number": 719, "id": "device-lost", "unless": ["ü"]}, "t")
+    lost = next(s for s in SIGS if s.id == "device-lost")
+    assert any(p.code == 719 and "invalid __global__" in p.unless for p in lost.patterns)

@@ -235,7 +235,10 @@ def code_pattern(entry: dict, where: str) -> Pattern:
     if not 0 < w <= 1:
         raise SignatureError(f"{where}: weight must be in (0, 1]")
     rx = LazyRegex(rf"{_CODE_NAME}.{{0,80}}?{_CODE_WORD}\W{{0,4}}{n}{_CODE_END}|\({n} vs")
-    return Pattern(tuple(f.format(n=n) for f in _CODE_FORMS), rx, None, w,
+    unless = tuple(u.lower() for u in _tuple_of_str(entry, "unless", where))
+    if not all(u.isascii() for u in unless):
+        raise SignatureError(f"{where}: 'unless' must be ASCII (the scan is byte-wise)")
+    return Pattern(tuple(f.format(n=n) for f in _CODE_FORMS), rx, None, w, unless=unless,
                    alternatives=_tuple_of_str(entry, "alternatives", where), words=False, code=n)
 
 
