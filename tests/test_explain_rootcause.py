@@ -1090,16 +1090,16 @@ def test_older_patterns_precision_review(case):
     assert answer(case["text"])[:1] == [case["expect"]], (case["name"], answer(case["text"]))
 
 
-REVIEW_R12_R13 = []
-for _name in ("r12.toml", "r13.toml"):
+REVIEW_R12_TO_R14 = []
+for _name in ("r12.toml", "r13.toml", "r14.toml"):
     with open(Path(__file__).parent / "data" / "explain_review" / _name, "rb") as _f:
-        REVIEW_R12_R13 += tomllib.load(_f)["case"]
+        REVIEW_R12_TO_R14 += tomllib.load(_f)["case"]
 
 
-@pytest.mark.parametrize("case", REVIEW_R12_R13, ids=lambda c: c["name"])
-def test_rounds_12_and_13_precision_reviews(case):
-    # hijacks and false strict matches by rounds 12b's and 13b's first patterns, and the true positives they and the
-    # narrowings fixed (tests/data/explain_review/r12.toml, r13.toml)
+@pytest.mark.parametrize("case", REVIEW_R12_TO_R14, ids=lambda c: c["name"])
+def test_rounds_12_to_14_precision_reviews(case):
+    # hijacks and false strict matches by rounds 12b's to 14b's first patterns, and the true positives they and the
+    # narrowings fixed (tests/data/explain_review/r12.toml, r13.toml, r14.toml)
     if "not_strict" in case:
         assert case["not_strict"] not in answer(case["text"], strict=True), (case["name"], answer(case["text"], strict=True))
     else:
