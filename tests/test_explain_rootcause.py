@@ -1126,3 +1126,19 @@ def test_real_nccl_shm_failure_is_nccl_and_a_dataloader_shm_failure_is_not():
 def test_applications_own_driver_checks_are_matched_not_only_guessed(text):
     # the family of applications' own minimum-driver messages (session 24): a match (a hint), not only a guess
     assert answer(text, strict=True)[:1] == ["driver-too-old"], answer(text, strict=True)
+
+
+def test_real_ldd_listing_of_a_missing_cudart_is_a_missing_library():
+    # recorded with the real loader (tests/data/libs/README.md, session 24)
+    text = (Path(__file__).parent / "data" / "libs" / "r14_ldd_cudart_not_found.txt").read_text()
+    assert "libcudart.so.13 => not found" in text
+    assert answer(text, strict=True)[:1] == ["missing-shared-library"], answer(text, strict=True)
+
+
+@pytest.mark.parametrize("name", ["r14_global_oob_717.txt", "r14_global_oob_sanitizer.txt", "r14_shared_oob_700.txt",
+                                  "r14_shared_oob_sanitizer.txt"])
+def test_real_out_of_bounds_kernels_are_illegal_memory_access(name):
+    # recorded on an H200 (tests/data/h200/README.md, session 24): 717 alone, and 719 beside memcheck's finding, are the
+    # kernel's bad access, not a lost GPU
+    text = (Path(__file__).parent / "data" / "h200" / name).read_text()
+    assert answer(text, strict=True) == ["illegal-memory-access"], answer(text, strict=True)
