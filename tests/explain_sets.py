@@ -34,6 +34,7 @@ FRESH9 = DATA / "explain_fresh9" / "cases.toml"  # issue 17 round 11's blind sam
 FRESH10 = DATA / "explain_fresh10" / "cases.toml"  # issue 17 round 12's blind set (threads nobody had met), committed before scoring
 FRESH11 = DATA / "explain_fresh11" / "cases.toml"  # issue 17 round 13's blind set (threads nobody had met), committed before scoring
 FRESH12 = DATA / "explain_fresh12" / "cases.toml"  # issue 17 round 14's blind set (threads nobody had met), committed before scoring
+FRESH13 = DATA / "explain_fresh13" / "cases.toml"  # issue 17 round 15's blind set (threads nobody had met), committed before scoring
 
 SIGS = signatures.load()
 SCANNER = scan.Scanner(SIGS)
