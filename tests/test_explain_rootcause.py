@@ -1044,7 +1044,20 @@ ROUND14B = [
 ]
 
 
+ROUND15B = [
+    # round 15b, from fresh13's misses after its one blind scoring (in-sample since); texts written here
+    ("locate_cuda's message", "  File \"setup.py\", line 52, in locate_cuda\nOSError: The nvcc binary could not be "
+     "located in your $PATH. Either add it to your path, or set $CUDAHOME", "cuda-home-missing"),
+    ("Paddle's device id check", "ValueError: (InvalidArgument) Device id must be less than GPU count, but received id "
+     "is: 1. GPU count is: 1.", "visible-devices"),
+]
+
+
 NOT_ROUND13B = [
+    ("locate_cuda's message retold", "Setting CUDAHOME made the nvcc binary could not be located error go away; now:\n"
+     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "cuda-home-missing"),
+    ("Paddle's device check retold", "I fixed the device id must be less than gpu count error; now:\nRuntimeError: "
+     "CUDA error: an illegal memory access was encountered", "visible-devices"),
     ("a user's own module that does not build", "my out-of-tree module does not build with kernel 6.8, nvidia is fine:\n"
      "RuntimeError: CUDA error: out of memory", "driver-install"),
     ("g++'s own error in libstdc++", "/usr/include/c++/11/bits/stl_vector.h:1123:9: error: no matching function for "
@@ -1058,14 +1071,14 @@ NOT_ROUND13B = [
 
 @pytest.mark.parametrize("name, text, first",
                          ROUND8 + ROUND8_WSL + ROUND8B + ROUND8_REVIEW + ROUND9B + ROUND10B + ROUND11B + ROUND12B
-                         + ROUND13B + ROUND14B)
-def test_rounds_8_to_14_wordings(name, text, first):
+                         + ROUND13B + ROUND14B + ROUND15B)
+def test_rounds_8_to_15_wordings(name, text, first):
     assert answer(text)[:1] == [first], (name, answer(text))
 
 
 @pytest.mark.parametrize("name, text, not_id",
                          NOT_ROUND8B + NOT_ROUND9B + NOT_ROUND10B + NOT_ROUND11B + NOT_ROUND12B + NOT_ROUND13B)
-def test_rounds_8_to_14_wordings_do_not_hijack(name, text, not_id):
+def test_rounds_8_to_15_wordings_do_not_hijack(name, text, not_id):
     assert answer(text, strict=True)[:1] != [not_id], (name, answer(text, strict=True))
 
 

@@ -36,6 +36,7 @@ FLOORS = {  # set: (top-1, top-3) of the answer explain prints
     "fresh10": (0.91, 0.95),  # blind at its one scoring (47/60, 53/60 with r12-before); in-sample since (56/60, 58/60)
     "fresh11": (0.89, 0.95),  # blind at its one scoring (64/80, 71/80 with r13-before and r13-frozen); in-sample since
     "fresh12": (0.87, 0.97),  # blind at its one scoring (63/77, 74/77 with r14-before); in-sample since (69/77, 76/77)
+    "fresh13": (0.78, 0.89),  # blind at its one scoring (53/69, 62/69 with r15-before); in-sample since (55/69, 63/69)
 }
 
 
