@@ -145,3 +145,17 @@ def test_accuracy_floor(name):
     lo1, lo3 = FLOORS[name]
     assert top1 / n >= lo1, misses
     assert top3 / n >= lo3, misses
+
+
+def test_the_expert_baseline_covers_each_unseen_report_once():
+    # tests/data/explain_oracle: the expert-from-text answers RESULTS.md scores, one per report of fresh10-13
+    import json
+
+    from explain_sets import _thread
+
+    rows = [json.loads(line) for line in open(FRESH10.parent.parent / "explain_oracle" / "expert_answers.jsonl") if line.strip()]
+    want = set().union(*(urls(p) for p in (FRESH10, FRESH11, FRESH12, FRESH13)))
+    assert len(rows) == len(want) and {_thread(r["url"]) for r in rows} == want
+    known = {s.id for s in SIGS}
+    for r in rows:
+        assert len(set(r["top3"])) == 3 and set(r["top3"]) <= known and r["carries"] in ("yes", "partly", "no")

@@ -90,3 +90,33 @@ def test_a_gate_all_must_be_a_bool(tmp_path):
 ])
 def test_the_gate_reads_datacenter_gpu_names(text):
     assert answer(text)[:1] == ["torch-arch-unsupported"], answer(text)
+
+
+@pytest.mark.parametrize("text, first", [
+    # a torch program on a GPU no torch wheel the matrix knows has (cc 3.5 and older): torch's own kernels cannot run
+    ("Tesla K40 (compute capability 3.5)\n>>> import torch; torch.ones(1).cuda() + 1\nRuntimeError: CUDA error: "
+     "no kernel image is available for execution on the device", "torch-arch-unsupported"),
+    # a GPU name the matrix cannot place proves nothing, and every GPU the report names must agree
+    ("GeForce GT 730 (compute capability 3.5)\n>>> import torch; torch.ones(1).cuda() + 1\nRuntimeError: CUDA error: "
+     "no kernel image is available for execution on the device", "no-kernel-image"),
+    ("I always get `cuda runtime error (8) : invalid device function` with pytorch on my GeForce (cuda capability 2.1)",
+     "torch-arch-unsupported"),
+    # a GPU some wheels still have (K80, sm_37 until 2.7): the extension is as likely as torch
+    ("Tesla K80 (compute capability 3.7)\nimport torch\nRuntimeError: CUDA error: no kernel image is available for "
+     "execution on the device", "no-kernel-image"),
+    # not a torch program: the program's own binary lacks the GPU
+    ("lc0 v0.26 on a GT 730 (compute capability 3.5)\nCUDA error: no kernel image is available for execution on the "
+     "device (../../src/neural/cuda/common_kernels.cu:254)", "no-kernel-image"),
+    # a release the matrix does not know proves nothing, and every reading must agree
+    ("GT 730 (compute capability 3.5), pytorch 1.2\nRuntimeError: CUDA error: no kernel image is available for "
+     "execution on the device", "no-kernel-image"),
+])
+def test_a_torch_program_on_a_gpu_no_wheel_has(text, first):
+    assert answer(text)[:1] == [first], answer(text)
+
+
+def test_no_wheel_named_means_every_wheel_the_matrix_knows():
+    assert versions.wheel_lacks_arch("3.5", "import torch") is True
+    assert versions.wheel_lacks_arch("3.7", "import torch") is False  # 1.13-2.7 have sm_37
+    assert versions.wheel_lacks_arch("sm_120", "pytorch") is False
+    assert versions.wheel_lacks_arch("3.5", "no version here") is False

@@ -76,14 +76,21 @@ _WHEEL = re.compile(r"^(?P<v>\d+\.\d+(?:\.\d+)?)(?:\+cu(?P<tag>\d{2,3})|.*?cuda\
 def wheel_lacks_arch(gpu: str, torch: str) -> bool:
     """Does the torch wheel a report names carry no kernel and no PTX for the report's GPU ('sm_61', '6.1',
     'GTX 1050'), by the version matrix? The wheel: '2.8.0+cu128', or '2.9 with CUDA 12.8'; a bare '2.5.1' counts only
-    when every wheel of that release lacks the GPU. False when the matrix does not know the release, the wheel or
-    the GPU: the gate then proves nothing."""
+    when every wheel of that release lacks the GPU; a torch program with no release named (the reading is then its
+    torch words, e.g. "import torch") only when every wheel of every release the matrix knows lacks it (a GPU of
+    compute capability 3.5 or older). False when the matrix does not know the release, the wheel or the GPU: the
+    gate then proves nothing."""
     try:
         from cudadoctor import matrix
 
         m, w = matrix.load(), _WHEEL.match(torch.strip())
         ccs = gpu_ccs(gpu)
-        if not w or not ccs or m.torch_release(w["v"]) is None:
+        if not ccs:
+            return False
+        if not w and "torch" in torch.lower():  # a torch program, no release named: every wheel the matrix knows
+            variants = [v for rel in m.torch_releases for v in m.torch_variants(rel["torch"])]
+            return bool(variants) and all(m.runs_on(v, cc) == compat.NO_IMAGE for v in variants for cc in ccs)
+        if not w or m.torch_release(w["v"]) is None:
             return False
         cuda = pretty(w["tag"]) if w["tag"] else w["cuda"]
         variants = [m.variant_for(w["v"], cuda)] if cuda else m.torch_variants(w["v"])
