@@ -96,11 +96,19 @@ def test_the_gate_reads_datacenter_gpu_names(text):
     # a torch program on a GPU no torch wheel the matrix knows has (cc 3.5 and older): torch's own kernels cannot run
     ("Tesla K40 (compute capability 3.5)\n>>> import torch; torch.ones(1).cuda() + 1\nRuntimeError: CUDA error: "
      "no kernel image is available for execution on the device", "torch-arch-unsupported"),
-    # a GPU name the matrix cannot place proves nothing, and every GPU the report names must agree
-    ("GeForce GT 730 (compute capability 3.5)\n>>> import torch; torch.ones(1).cuda() + 1\nRuntimeError: CUDA error: "
+    # a GT 730 (sold as Fermi 2.1 and as Kepler 3.5: no torch wheel has either), a GTX 860M (5.0) some wheels have
+    ("GeForce GT 730\n>>> import torch; torch.ones(1).cuda() + 1\nRuntimeError: CUDA error: "
+     "no kernel image is available for execution on the device", "torch-arch-unsupported"),
+    ("GeForce GTX 860M\n>>> import torch; torch.ones(1).cuda() + 1\nRuntimeError: CUDA error: "
      "no kernel image is available for execution on the device", "no-kernel-image"),
+    # a GPU name the matrix cannot place proves nothing, and every GPU the report names must agree
+    ("GeForce GT 7300 XYZ (compute capability 3.5)\n>>> import torch; torch.ones(1).cuda() + 1\nRuntimeError: CUDA "
+     "error: no kernel image is available for execution on the device", "no-kernel-image"),
     ("I always get `cuda runtime error (8) : invalid device function` with pytorch on my GeForce (cuda capability 2.1)",
      "torch-arch-unsupported"),
+    # a markdown system-info block ("- **PyTorch:** 2.9.1+cu130"): the wheel starts at sm_75, a GTX 1080 Ti is sm_61
+    ("worker error: CUDA error: no kernel image is available for execution on the device\n## System Info\n"
+     "- **PyTorch:** 2.9.1+cu130\n- **GPU:** NVIDIA GeForce GTX 1080 Ti", "torch-arch-unsupported"),
     # a GPU some wheels still have (K80, sm_37 until 2.7): the extension is as likely as torch
     ("Tesla K80 (compute capability 3.7)\nimport torch\nRuntimeError: CUDA error: no kernel image is available for "
      "execution on the device", "no-kernel-image"),
