@@ -1104,7 +1104,7 @@ def test_older_patterns_precision_review(case):
 
 
 REVIEW_R12_TO_R14 = []
-for _name in ("r12.toml", "r13.toml", "r14.toml"):
+for _name in ("r12.toml", "r13.toml", "r14.toml", "late.toml"):
     with open(Path(__file__).parent / "data" / "explain_review" / _name, "rb") as _f:
         REVIEW_R12_TO_R14 += tomllib.load(_f)["case"]
 

@@ -104,8 +104,11 @@ def test_the_gate_reads_datacenter_gpu_names(text):
     # a GPU name the matrix cannot place proves nothing, and every GPU the report names must agree
     ("GeForce GT 7300 XYZ (compute capability 3.5)\n>>> import torch; torch.ones(1).cuda() + 1\nRuntimeError: CUDA "
      "error: no kernel image is available for execution on the device", "no-kernel-image"),
-    ("I always get `cuda runtime error (8) : invalid device function` with pytorch on my GeForce (cuda capability 2.1)",
-     "torch-arch-unsupported"),
+    ("My GeForce has cuda capability 2.1.\n>>> import torch\n>>> torch.rand(3).cuda() * 2\nRuntimeError: cuda runtime "
+     "error (8) : invalid device function", "torch-arch-unsupported"),
+    # "pytorch" in prose or a path is no torch program (review): the generic cause stays first
+    ("conda env /home/u/envs/pytorch-gpu, running darknet on a GeForce (cuda capability 2.1):\nCUDA Error: invalid "
+     "device function", "no-kernel-image"),
     # a markdown system-info block ("- **PyTorch:** 2.9.1+cu130"): the wheel starts at sm_75, a GTX 1080 Ti is sm_61
     ("worker error: CUDA error: no kernel image is available for execution on the device\n## System Info\n"
      "- **PyTorch:** 2.9.1+cu130\n- **GPU:** NVIDIA GeForce GTX 1080 Ti", "torch-arch-unsupported"),
@@ -127,4 +130,14 @@ def test_no_wheel_named_means_every_wheel_the_matrix_knows():
     assert versions.wheel_lacks_arch("3.5", "import torch") is True
     assert versions.wheel_lacks_arch("3.7", "import torch") is False  # 1.13-2.7 have sm_37
     assert versions.wheel_lacks_arch("sm_120", "pytorch") is False
-    assert versions.wheel_lacks_arch("3.5", "no version here") is False
+    assert versions.wheel_lacks_arch("3.5", "9.9") is False  # a release the matrix does not know
+
+
+def test_the_fallback_note_names_no_release():
+    text = ("Tesla K40m (compute capability 3.5)\n>>> import torch; torch.ones(1).cuda() + 1\n"
+            "RuntimeError: CUDA error: no kernel image is available for execution on the device")
+    found = rank.matches(SIGS, SCANNER.scan_text(text))
+    assert found[0].id == "torch-arch-unsupported" and found[0].gated
+    notes = personal.personalise(found[0], {}, personal.load_matrix()).notes
+    assert any("runs torch on a GPU of compute capability 3.5" in n for n in notes), notes
+    assert not any("names torch import torch" in n for n in notes), notes

@@ -241,8 +241,12 @@ def _from_text(match, out: Personal, m) -> None:
     if gpu and wheel and match.gated:  # the gate held: every GPU and wheel the report names agree
         cc = versions.gpu_cc_text(gpu)
         what = f"a GPU of compute capability {cc}" if cc else gpu
-        out.notes.append(f"the report names torch {wheel} and {what}: by the version matrix that torch has no kernel "
-                         f"for this GPU")
+        if wheel[:1].isdigit():
+            out.notes.append(f"the report names torch {wheel} and {what}: by the version matrix that torch has no "
+                             f"kernel for this GPU")
+        else:  # a torch program, no release named (the gate's fallback reading)
+            out.notes.append(f"the report runs torch on {what}: no torch wheel in the version matrix has a kernel for "
+                             f"this GPU")
     torch_cuda, nvcc = versions.reading(c, "torch_cuda"), versions.reading(c, "nvcc_release")  # nvcc-torch-mismatch's gate
     if torch_cuda and nvcc and versions.differs(torch_cuda, nvcc):
         out.notes.append(f"the report shows torch built for CUDA {versions.pretty(torch_cuda)} and nvcc "

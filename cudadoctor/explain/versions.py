@@ -87,7 +87,7 @@ def wheel_lacks_arch(gpu: str, torch: str) -> bool:
         ccs = gpu_ccs(gpu)
         if not ccs:
             return False
-        if not w and "torch" in torch.lower():  # a torch program, no release named: every wheel the matrix knows
+        if not w:  # a torch program's own words, no release named (the `_fallback` reading): every wheel it knows
             variants = [v for rel in m.torch_releases for v in m.torch_variants(rel["torch"])]
             return bool(variants) and all(m.runs_on(v, cc) == compat.NO_IMAGE for v in variants for cc in ccs)
         if not w or m.torch_release(w["v"]) is None:
@@ -110,14 +110,18 @@ def reading(caps: dict, name: str) -> Optional[str]:
         return None
     if caps.get(name):
         return caps[name]
-    return next((v for k, v in sorted(caps.items()) if k.startswith(name + "_") and v), None)
+    return next((v for k, v in sorted(caps.items()) if k.startswith(name + "_") and k != name + "_fallback" and v),
+                caps.get(name + "_fallback") or None)
 
 
 def readings(allcaps: dict, name: str) -> list:
-    """Every value of `name` the text showed, or, when it showed none, every value of `name_<anything>`."""
+    """Every value of `name` the text showed, or, when it showed none, every value of `name_<anything>`; values of
+    `name_fallback` only when nothing else of `name` was read (a torch program's words stand in for its release only
+    when the report names none)."""
     if allcaps.get(name):
         return list(allcaps[name])
-    return [v for k, vs in sorted(allcaps.items()) if k.startswith(name + "_") for v in vs]
+    found = [v for k, vs in sorted(allcaps.items()) if k.startswith(name + "_") and k != name + "_fallback" for v in vs]
+    return found or list(allcaps.get(name + "_fallback", []))
 
 
 def gate_holds(gate: dict, caps: dict, allcaps: Optional[dict] = None) -> bool:
