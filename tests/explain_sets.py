@@ -35,6 +35,7 @@ FRESH10 = DATA / "explain_fresh10" / "cases.toml"  # issue 17 round 12's blind s
 FRESH11 = DATA / "explain_fresh11" / "cases.toml"  # issue 17 round 13's blind set (threads nobody had met), committed before scoring
 FRESH12 = DATA / "explain_fresh12" / "cases.toml"  # issue 17 round 14's blind set (threads nobody had met), committed before scoring
 FRESH13 = DATA / "explain_fresh13" / "cases.toml"  # issue 17 round 15's blind set (threads nobody had met), committed before scoring
+FRESH14 = DATA / "explain_fresh14" / "cases.toml"  # issue 17 round 16's blind set (threads nobody had met), committed before scoring
 
 SIGS = signatures.load()
 SCANNER = scan.Scanner(SIGS)
