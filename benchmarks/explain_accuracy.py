@@ -37,7 +37,7 @@ SETS = {
     "fresh11 (round 13's blind set, scored at r13-before and r13-frozen; in-sample since)": DATA / "explain_fresh11/cases.toml",
     "fresh12 (round 14's blind set, scored at r14-before; in-sample since)": DATA / "explain_fresh12/cases.toml",
     "fresh13 (round 15's blind set, scored at r15-before; in-sample since)": DATA / "explain_fresh13/cases.toml",
-    "fresh14 (round 16's blind set)": DATA / "explain_fresh14/cases.toml",
+    "fresh14 (round 16's blind set, scored at r16-before; not tuned on)": DATA / "explain_fresh14/cases.toml",
     "dev3 (round 4's tuning set, issue 17)": DATA / "explain_dev3/cases.toml",
     "dev4 (round 4's second tuning set, issue 17)": DATA / "explain_dev4/cases.toml",
     "dev5 (round 6's tuning set, issue 17)": DATA / "explain_dev5/cases.toml",

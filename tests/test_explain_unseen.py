@@ -37,6 +37,7 @@ FLOORS = {  # set: (top-1, top-3) of the answer explain prints
     "fresh11": (0.89, 0.95),  # blind at its one scoring (64/80, 71/80 with r13-before and r13-frozen); in-sample since
     "fresh12": (0.87, 0.97),  # blind at its one scoring (63/77, 74/77 with r14-before); in-sample since (69/77, 76/77)
     "fresh13": (0.78, 0.89),  # blind at its one scoring (53/69, 62/69 with r15-before); in-sample since (55/69, 63/69)
+    "fresh14": (0.80, 0.91),  # blind at its one scoring (47/57, 53/57 with r16-before); not tuned on
 }
 
 
