@@ -1053,7 +1053,7 @@ ROUND15B = [
 ]
 
 
-NOT_ROUND13B = [
+NOT_ROUNDS_13B_TO_15B = [
     ("locate_cuda's message retold", "Setting CUDAHOME made the nvcc binary could not be located error go away; now:\n"
      "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "cuda-home-missing"),
     ("Paddle's device check retold", "I fixed the device id must be less than gpu count error; now:\nRuntimeError: "
@@ -1077,7 +1077,7 @@ def test_rounds_8_to_15_wordings(name, text, first):
 
 
 @pytest.mark.parametrize("name, text, not_id",
-                         NOT_ROUND8B + NOT_ROUND9B + NOT_ROUND10B + NOT_ROUND11B + NOT_ROUND12B + NOT_ROUND13B)
+                         NOT_ROUND8B + NOT_ROUND9B + NOT_ROUND10B + NOT_ROUND11B + NOT_ROUND12B + NOT_ROUNDS_13B_TO_15B)
 def test_rounds_8_to_15_wordings_do_not_hijack(name, text, not_id):
     assert answer(text, strict=True)[:1] != [not_id], (name, answer(text, strict=True))
 
