@@ -151,13 +151,13 @@ def test_accuracy_floor(name):
 
 
 def test_the_expert_baseline_covers_each_unseen_report_once():
-    # tests/data/explain_oracle: the expert-from-text answers RESULTS.md scores, one per report of fresh10-13
+    # tests/data/explain_oracle: the expert-from-text answers RESULTS.md scores, one per report of fresh10-14
     import json
 
     from explain_sets import _thread
 
     rows = [json.loads(line) for line in open(FRESH10.parent.parent / "explain_oracle" / "expert_answers.jsonl") if line.strip()]
-    want = set().union(*(urls(p) for p in (FRESH10, FRESH11, FRESH12, FRESH13)))
+    want = set().union(*(urls(p) for p in (FRESH10, FRESH11, FRESH12, FRESH13, FRESH14)))
     assert len(rows) == len(want) and {_thread(r["url"]) for r in rows} == want
     known = {s.id for s in SIGS}
     for r in rows:
