@@ -1050,10 +1050,15 @@ ROUND15B = [
      "located in your $PATH. Either add it to your path, or set $CUDAHOME", "cuda-home-missing"),
     ("Paddle's device id check", "ValueError: (InvalidArgument) Device id must be less than GPU count, but received id "
      "is: 1. GPU count is: 1.", "visible-devices"),
+    ("set_device under Slurm", "srun --ntasks-per-gpu=1 python train.py\n  File \"train.py\", line 12, in setup\n"
+     "    torch.cuda.set_device(int(os.environ['SLURM_LOCALID']))\n  File \".../torch/cuda/__init__.py\", line 408, in "
+     "set_device\n    torch._C._cuda_setDevice(device)", "visible-devices"),
 ]
 
 
 NOT_ROUNDS_13B_TO_15B = [
+    ("set_device under Slurm, then an OOM", "srun python train.py  # torch.cuda.set_device(local_rank)\n"
+     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB", "visible-devices"),
     ("locate_cuda's message retold", "Setting CUDAHOME made the nvcc binary could not be located error go away; now:\n"
      "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "cuda-home-missing"),
     ("Paddle's device check retold", "I fixed the device id must be less than gpu count error; now:\nRuntimeError: "
