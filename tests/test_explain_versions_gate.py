@@ -57,7 +57,7 @@ def test_the_gate_personalises_the_fix():
     assert m.runs_on(m.variant_for(rel, f"{cu[2:-1]}.{cu[-1]}"), (6, 1)) != "no-kernel-image"
 
 
-@pytest.mark.parametrize("text, first", [
+EVERY_READING_AGREES = [
     # every GPU and every wheel the report names must lack: a display GPU beside the failing one proves nothing
     ("GPU 0: NVIDIA GeForce GTX 1050 Ti\nGPU 1: NVIDIA GeForce RTX 3090\ntorch 2.8.0+cu128\n"
      "RuntimeError: CUDA error: no kernel image is available for execution on the device", "no-kernel-image"),
@@ -67,9 +67,7 @@ def test_the_gate_personalises_the_fix():
     # ... and when every one lacks the GPU, the gate holds
     ("torch 2.8.0+cu128 on a GTX 1080, and torch 2.9.0+cu128 too\n"
      "RuntimeError: CUDA error: no kernel image is available for execution on the device", "torch-arch-unsupported"),
-])
-def test_the_gate_needs_every_reading_to_agree(text, first):
-    assert answer(text)[:1] == [first], answer(text)
+]
 
 
 def test_a_gate_all_must_be_a_bool(tmp_path):
@@ -79,7 +77,7 @@ def test_a_gate_all_must_be_a_bool(tmp_path):
         signatures.load_dir(tmp_path)
 
 
-@pytest.mark.parametrize("text", [
+DATACENTER_NAMES = [(text, "torch-arch-unsupported") for text in (
     # datacenter GPUs named by model (Kaggle's P100, Azure's K80, a V100 server) with a cu128/cu121 wheel
     "torch.__version__ = 2.7.0+cu128\n!nvidia-smi -> Tesla P100-PCIE-16GB\n"
     "RuntimeError: CUDA error: no kernel image is available for execution on the device",
@@ -87,12 +85,10 @@ def test_a_gate_all_must_be_a_bool(tmp_path):
     "nvidia-smi: Tesla K80, driver 470.239.06",
     "CUDA error: no kernel image is available for execution on the device\npytorch version: 2.7.1+cu128\n"
     "Device: cuda:0 Tesla V100-SXM2-32GB : cudaMallocAsync",
-])
-def test_the_gate_reads_datacenter_gpu_names(text):
-    assert answer(text)[:1] == ["torch-arch-unsupported"], answer(text)
+)]
 
 
-@pytest.mark.parametrize("text, first", [
+TORCH_PROGRAM_NO_RELEASE = [
     # a torch program on a GPU no torch wheel the matrix knows has (cc 3.5 and older): torch's own kernels cannot run
     ("Tesla K40 (compute capability 3.5)\n>>> import torch; torch.ones(1).cuda() + 1\nRuntimeError: CUDA error: "
      "no kernel image is available for execution on the device", "torch-arch-unsupported"),
@@ -121,8 +117,15 @@ def test_the_gate_reads_datacenter_gpu_names(text):
     # a release the matrix does not know proves nothing, and every reading must agree
     ("GT 730 (compute capability 3.5), pytorch 1.2\nRuntimeError: CUDA error: no kernel image is available for "
      "execution on the device", "no-kernel-image"),
-])
-def test_a_torch_program_on_a_gpu_no_wheel_has(text, first):
+]
+
+
+@pytest.mark.parametrize("text, first", [pytest.param(t, f, id=f"{name}-{i}") for name, cases in (
+    ("every_reading_agrees", EVERY_READING_AGREES),
+    ("datacenter_names", DATACENTER_NAMES),
+    ("torch_program_no_release", TORCH_PROGRAM_NO_RELEASE),
+) for i, (t, f) in enumerate(cases)])
+def test_the_gate_answers(text, first):
     assert answer(text)[:1] == [first], answer(text)
 
 

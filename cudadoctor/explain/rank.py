@@ -80,7 +80,7 @@ def matches(signatures: tuple, res: ScanResult) -> list:
                 alts.append((min(h.pos for h in res.hits[key]), pat.alternatives))
         caps = _captures(evidence + readings)
         gate = dict(sig.gate)
-        gated = bool(gate) and versions.gate_holds(gate, caps, _all_captures(readings))
+        gated = bool(gate) and versions.gate_holds(gate, caps, _all_captures(readings) if gate.get("all") else None)
         if gated:  # the versions in the text confirm it
             miss *= 1.0 - float(gate["weight"])
             direct = direct or not gate.get("hint", False)

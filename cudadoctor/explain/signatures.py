@@ -95,6 +95,12 @@ def _tuple_of_str(d: dict, key: str, where: str) -> tuple:
     return tuple(v)
 
 
+def _require_ascii(values: tuple, what: str) -> None:
+    """Literals the scan looks for must be ASCII: it searches bytes, lower-cased byte-wise."""
+    if not all(v.isascii() for v in values):
+        raise SignatureError(f"{what} must be ASCII (the scan is byte-wise)")
+
+
 def _regex(source: str, lazy: bool):
     return LazyRegex(source) if lazy else re.compile(source, re.IGNORECASE)
 
@@ -119,8 +125,7 @@ def parse(data: dict, where: str = "<data>", lazy: bool = False) -> Signature:
         if not contains or any(not s.strip() for s in contains):
             raise SignatureError(f"{pw}: needs at least one non-empty 'contains' substring")
         context, unless = (_expand(_tuple_of_str(p, k, pw), sets, pw) for k in ("context", "unless"))
-        if not all(s.isascii() for s in contains + context + unless):
-            raise SignatureError(f"{pw}: 'contains', 'context' and 'unless' must be ASCII (the scan is byte-wise)")
+        _require_ascii(contains + context + unless, f"{pw}: 'contains', 'context' and 'unless'")
         rx = p.get("regex")
         try:
             compiled = _regex(rx, lazy) if rx else None
@@ -236,8 +241,7 @@ def code_pattern(entry: dict, where: str) -> Pattern:
         raise SignatureError(f"{where}: weight must be in (0, 1]")
     rx = LazyRegex(rf"{_CODE_NAME}.{{0,80}}?{_CODE_WORD}\W{{0,4}}{n}{_CODE_END}|\({n} vs")
     unless = tuple(u.lower() for u in _tuple_of_str(entry, "unless", where))
-    if not all(u.isascii() for u in unless):
-        raise SignatureError(f"{where}: 'unless' must be ASCII (the scan is byte-wise)")
+    _require_ascii(unless, f"{where}: 'unless'")
     return Pattern(tuple(f.format(n=n) for f in _CODE_FORMS), rx, None, w, unless=unless,
                    alternatives=_tuple_of_str(entry, "alternatives", where), words=False, code=n)
 

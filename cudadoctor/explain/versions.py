@@ -105,13 +105,12 @@ GATES = {"driver_too_old": driver_too_old, "differs": differs,  # name in the si
 
 
 def reading(caps: dict, name: str) -> Optional[str]:
-    """caps[name], or caps[name_<anything>]: a regex cannot repeat a group name across alternatives."""
+    """caps[name], or caps[name_<anything>] (a regex cannot repeat a group name across alternatives): the first of
+    readings() over the one value each group kept."""
     if not name:
         return None
-    if caps.get(name):
-        return caps[name]
-    return next((v for k, v in sorted(caps.items()) if k.startswith(name + "_") and k != name + "_fallback" and v),
-                caps.get(name + "_fallback") or None)
+    found = readings({k: [v] for k, v in caps.items() if v}, name)
+    return found[0] if found else None
 
 
 def readings(allcaps: dict, name: str) -> list:
