@@ -108,9 +108,23 @@ TORCH_PROGRAM_NO_RELEASE = [
     # a markdown system-info block ("- **PyTorch:** 2.9.1+cu130"): the wheel starts at sm_75, a GTX 1080 Ti is sm_61
     ("worker error: CUDA error: no kernel image is available for execution on the device\n## System Info\n"
      "- **PyTorch:** 2.9.1+cu130\n- **GPU:** NVIDIA GeForce GTX 1080 Ti", "torch-arch-unsupported"),
-    # a GPU some wheels still have (K80, sm_37 until 2.7): the extension is as likely as torch
+    # (session 25) a GPU most wheels lack (K80: sm_37 only in the cu116-cu118 wheels; RTX 50xx: sm_120 only in cu128 and
+    # later), a torch program and no other binary named: torch's wheel first, the generic cause second
     ("Tesla K80 (compute capability 3.7)\nimport torch\nRuntimeError: CUDA error: no kernel image is available for "
-     "execution on the device", "no-kernel-image"),
+     "execution on the device", "torch-arch-unsupported"),
+    ("Error when trying to use nvidia 5090\nRuntimeError:\nCUDA error: no kernel image is available for execution on "
+     "the device CUDA kernel errors might be asynchronously reported at some other API call", "torch-arch-unsupported"),
+    # ... but not where the report names a binary with kernels of its own (flash-attn, a JIT extension, ggml)
+    ("Error when trying to use nvidia 5090\n  File \"/venv/lib/site-packages/flash_attn/flash_attn_interface.py\"\n"
+     "RuntimeError: CUDA error: no kernel image is available for execution on the device CUDA kernel errors might be "
+     "asynchronously reported at some other API call", "no-kernel-image"),
+    ("RTX 5080, torch.utils.cpp_extension.load(name='fused', ...)\nRuntimeError: CUDA error: no kernel image is "
+     "available for execution on the device\nCUDA kernel errors might be asynchronously reported", "no-kernel-image"),
+    # a GPU most wheels have (Pascal: most wheels have sm_61): no prior, the generic cause
+    ("GeForce GTX 1080\nimport torch\nRuntimeError: CUDA error: no kernel image is available for execution on the "
+     "device", "no-kernel-image"),
+    ("NVIDIA GeForce RTX 3090\nimport torch\nRuntimeError: CUDA error: no kernel image is available for execution on "
+     "the device", "no-kernel-image"),
     # not a torch program: the program's own binary lacks the GPU
     ("lc0 v0.26 on a GT 730 (compute capability 3.5)\nCUDA error: no kernel image is available for execution on the "
      "device (../../src/neural/cuda/common_kernels.cu:254)", "no-kernel-image"),
@@ -129,10 +143,17 @@ def test_the_gate_answers(text, first):
     assert answer(text)[:1] == [first], answer(text)
 
 
-def test_no_wheel_named_means_every_wheel_the_matrix_knows():
+def test_no_wheel_named_means_most_wheels_the_matrix_knows():
     assert versions.wheel_lacks_arch("3.5", "import torch") is True
-    assert versions.wheel_lacks_arch("3.7", "import torch") is False  # 1.13-2.7 have sm_37
-    assert versions.wheel_lacks_arch("sm_120", "pytorch") is False
+    assert versions.wheel_lacks_arch("3.7", "import torch") is True  # only the cu116-cu118 wheels have sm_37
+    assert versions.wheel_lacks_arch("sm_120", "import torch") is True  # the wheels before cu128 stop at sm_90
+    assert versions.wheel_lacks_arch("6.1", "import torch") is False  # most wheels have sm_61
+    assert versions.wheel_lacks_arch("8.6", "import torch") is False
+    lacking, total = versions.wheels_lacking("3.5")
+    assert total > 0 and lacking == total
+    lacking, total = versions.wheels_lacking("sm_120")
+    assert total // 2 < lacking < total
+    assert versions.wheels_lacking("GeForce GT 9999 XYZ") == (0, 0)  # a GPU the matrix cannot place
     assert versions.wheel_lacks_arch("3.5", "9.9") is False  # a release the matrix does not know
 
 

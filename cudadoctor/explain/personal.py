@@ -244,9 +244,12 @@ def _from_text(match, out: Personal, m) -> None:
         if wheel[:1].isdigit():
             out.notes.append(f"the report names torch {wheel} and {what}: by the version matrix that torch has no "
                              f"kernel for this GPU")
-        else:  # a torch program, no release named (the gate's fallback reading)
-            out.notes.append(f"the report runs torch on {what}: no torch wheel in the version matrix has a kernel for "
-                             f"this GPU")
+        else:  # a torch program, no release named (the gate's fallback reading): most wheels lack the GPU
+            lacking, total = versions.wheels_lacking(gpu)
+            share = ("no torch wheel in the version matrix has a kernel for this GPU" if lacking == total else
+                     f"{lacking} of the {total} torch wheels in the version matrix have no kernel for this GPU; "
+                     f"torch.cuda.get_arch_list() says whether yours has one")
+            out.notes.append(f"the report runs torch on {what} and names no release: {share}")
     torch_cuda, nvcc = versions.reading(c, "torch_cuda"), versions.reading(c, "nvcc_release")  # nvcc-torch-mismatch's gate
     if torch_cuda and nvcc and versions.differs(torch_cuda, nvcc):
         out.notes.append(f"the report shows torch built for CUDA {versions.pretty(torch_cuda)} and nvcc "

@@ -77,9 +77,10 @@ def wheel_lacks_arch(gpu: str, torch: str) -> bool:
     """Does the torch wheel a report names carry no kernel and no PTX for the report's GPU ('sm_61', '6.1',
     'GTX 1050'), by the version matrix? The wheel: '2.8.0+cu128', or '2.9 with CUDA 12.8'; a bare '2.5.1' counts only
     when every wheel of that release lacks the GPU; a torch program with no release named (the reading is then its
-    torch words, e.g. "import torch") only when every wheel of every release the matrix knows lacks it (a GPU of
-    compute capability 3.5 or older). False when the matrix does not know the release, the wheel or the GPU: the
-    gate then proves nothing."""
+    torch words, e.g. "import torch") when most wheels of the releases the matrix knows lack it: a GPU at either edge
+    of torch's support (compute capability 3.7 and older, Blackwell's 10.x and 12.x), a prior rather than a proof, so
+    the reading is void where the report names another binary with kernels of its own. False when the matrix does
+    not know the release, the wheel or the GPU: the gate then proves nothing."""
     try:
         from cudadoctor import matrix
 
@@ -87,9 +88,9 @@ def wheel_lacks_arch(gpu: str, torch: str) -> bool:
         ccs = gpu_ccs(gpu)
         if not ccs:
             return False
-        if not w:  # a torch program's own words, no release named (the `_fallback` reading): every wheel it knows
-            variants = [v for rel in m.torch_releases for v in m.torch_variants(rel["torch"])]
-            return bool(variants) and all(m.runs_on(v, cc) == compat.NO_IMAGE for v in variants for cc in ccs)
+        if not w:  # a torch program's own words, no release named (the `_fallback` reading): most wheels it knows
+            lacking, total = wheels_lacking(gpu)
+            return 2 * lacking > total
         if not w or m.torch_release(w["v"]) is None:
             return False
         cuda = pretty(w["tag"]) if w["tag"] else w["cuda"]
@@ -98,6 +99,21 @@ def wheel_lacks_arch(gpu: str, torch: str) -> bool:
             m.runs_on(v, cc) == compat.NO_IMAGE for v in variants for cc in ccs)
     except Exception:  # noqa: BLE001 - the matrix is optional to explain: no data, no confirmation
         return False
+
+
+def wheels_lacking(gpu: str) -> tuple:
+    """(how many, of how many) torch wheel variants in the version matrix have no kernel and no PTX for the GPU
+    (every compute capability its name may mean); (0, 0) when the matrix or the GPU is unknown."""
+    try:
+        from cudadoctor import matrix
+
+        m, ccs = matrix.load(), gpu_ccs(gpu)
+        variants = [v for rel in m.torch_releases for v in m.torch_variants(rel["torch"])]
+        if not ccs or not variants:
+            return 0, 0
+        return min(sum(m.runs_on(v, cc) == compat.NO_IMAGE for v in variants) for cc in ccs), len(variants)
+    except Exception:  # noqa: BLE001 - the matrix is optional to explain
+        return 0, 0
 
 
 GATES = {"driver_too_old": driver_too_old, "differs": differs,  # name in the signature data -> comparison
