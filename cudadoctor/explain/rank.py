@@ -193,7 +193,8 @@ def closest(signatures: tuple, sample: str, limit: int = FALLBACK_LIMIT, exclude
 
 def fallback(signatures: tuple, found: list, sample: str) -> list:
     """Other possible causes, (confidence, signature), to fill the answer to FALLBACK_LIMIT causes:
-    first what the matches are usually confused with (data: `alternatives` of the wordings that matched,
+    when no match is strong, first the cause most of the closest labelled reports had (neighbours.py); then
+    what the matches are usually confused with (data: `alternatives` of the wordings that matched,
     then of the signature), then, only when no match is strong, the signatures sharing the most telling
     words with the text, then what those guesses are confused with (when few signatures share words).
     Low confidence by construction: a confident answer stays first."""
@@ -210,14 +211,23 @@ def fallback(signatures: tuple, found: list, sample: str) -> list:
                 taken.append(alt)
                 out.append((round(min(GUESS_MAX, conf), 3), by_id[alt]))
 
+    strong = any(m.strong for m in found)
+    voted: list = []
+    if not strong:  # the cause most of the closest labelled reports had (neighbours.py) comes first
+        from cudadoctor.explain import neighbours
+
+        near = [(share, i) for share, i in neighbours.vote(sample) if i in by_id]
+        if near:
+            offer([near[0][1]], GUESS_MAX * (0.5 + 0.5 * near[0][0]))
+            voted = [(c, s) for c, s in out if s.id == near[0][1]]
     for m in found:
         offer(m.alternatives, m.confidence * 0.5)
-    if any(m.strong for m in found):
+    if strong:
         return out
     guesses = closest(signatures, sample, want - len(out), tuple(taken))
     out.extend(guesses)
     taken.extend(s.id for _, s in guesses)
-    for conf, s in guesses:
+    for conf, s in voted + guesses:
         offer(s.alternatives, conf * 0.5)
     return out
 
