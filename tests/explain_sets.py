@@ -36,6 +36,7 @@ FRESH11 = DATA / "explain_fresh11" / "cases.toml"  # issue 17 round 13's blind s
 FRESH12 = DATA / "explain_fresh12" / "cases.toml"  # issue 17 round 14's blind set (threads nobody had met), committed before scoring
 FRESH13 = DATA / "explain_fresh13" / "cases.toml"  # issue 17 round 15's blind set (threads nobody had met), committed before scoring
 FRESH14 = DATA / "explain_fresh14" / "cases.toml"  # issue 17 round 16's blind set (threads nobody had met), committed before scoring
+FRESH15 = DATA / "explain_fresh15" / "cases.toml"  # issue 17 round 17's blind set (threads nobody had met), committed before scoring
 
 SIGS = signatures.load()
 SCANNER = scan.Scanner(SIGS)
