@@ -67,6 +67,12 @@ NCCL_WITH_PLUGIN_PROBE = (
     ("PyTorch version: 2.2.2+cpu\nIs CUDA available: False", "torch-cpu-only"),
     ("CUDA used to build PyTorch: Could not collect\nIs CUDA available: False", "torch-cpu-only"),
     ("`pip install torch` resulted in the CPU version of torch", "torch-cpu-only"),
+    # (round 17b) a Mac asked for CUDA: no torch for macOS has it, whatever the app's own message says
+    ("Your PyTorch installation is not configured to use CUDA.\nI am trying to run this repo on a Macbook Pro (macOS "
+     "Mojave)", "torch-cpu-only"),
+    # ... a hint: an error line of another cause still leads
+    ("building paddle on Mac OS to use CUDA\nOSError: libcudnn.so.8: cannot open shared object file: No such file or "
+     "directory", "missing-shared-library"),
     # TensorFlow's words for a cuDNN mismatch
     ("E cuda_dnn.cc:522] Loaded runtime CuDNN library: 9.1.0 but source was compiled with: 9.3.0.",
      "cudnn-version-mismatch"),

@@ -120,6 +120,11 @@ TORCH_PROGRAM_NO_RELEASE = [
      "asynchronously reported at some other API call", "no-kernel-image"),
     ("RTX 5080, torch.utils.cpp_extension.load(name='fused', ...)\nRuntimeError: CUDA error: no kernel image is "
      "available for execution on the device\nCUDA kernel errors might be asynchronously reported", "no-kernel-image"),
+    # (round 17b) a GeForce named by its number alone on the error line ("on 5070TI")
+    ("RuntimeError: CUDA error: no kernel image is available for execution on the device on 5070TI\nCUDA kernel errors "
+     "might be asynchronously reported at some other API call", "torch-arch-unsupported"),
+    ("RuntimeError: CUDA error: no kernel image is available for execution on the device on 3090\nCUDA kernel errors "
+     "might be asynchronously reported at some other API call", "no-kernel-image"),
     # a GPU most wheels have (Pascal: most wheels have sm_61): no prior, the generic cause
     ("GeForce GTX 1080\nimport torch\nRuntimeError: CUDA error: no kernel image is available for execution on the "
      "device", "no-kernel-image"),
@@ -154,6 +159,7 @@ def test_no_wheel_named_means_most_wheels_the_matrix_knows():
     lacking, total = versions.wheels_lacking("sm_120")
     assert total // 2 < lacking < total
     assert versions.wheels_lacking("GeForce GT 9999 XYZ") == (0, 0)  # a GPU the matrix cannot place
+    assert versions.gpu_ccs("5070TI") == versions.gpu_ccs("RTX 5070 Ti") == {(12, 0)}
     assert versions.wheel_lacks_arch("3.5", "9.9") is False  # a release the matrix does not know
 
 

@@ -67,7 +67,8 @@ def gpu_ccs(text: str) -> set:
     from cudadoctor import matrix
     from cudadoctor.matrix.gpu_names import match_examples
 
-    return {compat.parse_cc(r["cc"]) for r in match_examples(text.strip().lower(), matrix.load().archs)}
+    name = re.sub(r"(\d)(ti|super)\b", r"\1 \2", text.strip().lower())  # "5070TI" as the table writes it, "5070 ti"
+    return {compat.parse_cc(r["cc"]) for r in match_examples(name, matrix.load().archs)}
 
 
 _WHEEL = re.compile(r"^(?P<v>\d+\.\d+(?:\.\d+)?)(?:\+cu(?P<tag>\d{2,3})|.*?cuda\s*(?P<cuda>\d{1,2}\.\d))?", re.I)
