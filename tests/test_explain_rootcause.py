@@ -147,6 +147,11 @@ def test_never_an_empty_answer():
     assert 1 <= len(guesses) <= rank.FALLBACK_LIMIT
     assert all(0 < conf <= rank.GUESS_MAX for conf, _ in guesses)
     assert answer(text)[:1] == ["no-kernel-image"]
+    # a text with no word the guesses read (another script): the usual causes of an unused GPU, at a low confidence
+    nothing = "我的显卡不能用了，怎么办"
+    assert rank.matches(SIGS, SCANNER.scan_text(nothing)) == []
+    assert answer(nothing) == ["torch-cpu-only", "driver-too-old", "no-driver-or-device"]
+    assert all(conf < 0.1 for conf, _ in rank.fallback(SIGS, [], nothing))
     # a weak match: what it is usually confused with comes next (data: alternatives)
     weak = "torch.cuda.is_available() returns False"
     assert answer(weak)[:3] == ["torch-cpu-only", "driver-too-old", "no-driver-or-device"]

@@ -63,3 +63,4 @@ def vote(text: str, k: int = K, path: Optional[str] = None) -> list:
         tally[ids[i]] = tally.get(ids[i], 0.0) + sim
     total = sum(tally.values()) or 1.0
     return sorted(((round(v / total, 3), c) for c, v in tally.items()), key=lambda t: (-t[0], t[1]))
+

@@ -150,6 +150,7 @@ _STOP = frozenset(
     "gpu gpus nvidia device devices failed fails failure found".split())
 GUESS_MAX = 0.35  # a guess from shared words is never more confident than this
 FALLBACK_LIMIT = 3
+NOTHING_READ = "torch-cpu-only"  # with its alternatives, the guesses for a text explain cannot read at all
 
 
 def _words(text: str) -> set:
@@ -229,6 +230,9 @@ def fallback(signatures: tuple, found: list, sample: str) -> list:
     taken.extend(s.id for _, s in guesses)
     for conf, s in voted + guesses:
         offer(s.alternatives, conf * 0.5)
+    if not out and not found and NOTHING_READ in by_id:  # no word shared with anything (a script the tokeniser
+        # does not read): the usual causes of a GPU that is not used, a CPU-only torch and its differential
+        offer([NOTHING_READ, *by_id[NOTHING_READ].alternatives], GUESS_MAX * 0.15)
     return out
 
 

@@ -64,7 +64,7 @@ def text_report(matches: list, personals: dict, closest: list, scan, offline: bo
     if not matches:
         out.append("cudadoctor explain: not recognised: no known CUDA error signature in this text "
                    f"({scan.lines} line(s), {scan.bytes} bytes).")
-        out.extend(_guesses(closest, "Closest causes (low confidence: guessed from the words and from the closest known reports):"))
+        out.extend(_guesses(closest, "Closest causes (low confidence: guessed from the words and from the closest known reports, not matched):"))
         out.append(f"Next step: run `{NEXT_STEP}` on the machine that failed: it tests each layer and names the "
                    "broken one.")
         out.append("See every signature with: cudadoctor explain --list")
