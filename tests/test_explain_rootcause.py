@@ -1120,7 +1120,7 @@ def test_older_patterns_precision_review(case):
 
 
 REVIEW_R12_TO_R14 = []
-for _name in ("r12.toml", "r13.toml", "r14.toml", "late.toml"):
+for _name in ("r12.toml", "r13.toml", "r14.toml", "late.toml", "s25.toml"):
     with open(Path(__file__).parent / "data" / "explain_review" / _name, "rb") as _f:
         REVIEW_R12_TO_R14 += tomllib.load(_f)["case"]
 
@@ -1128,7 +1128,7 @@ for _name in ("r12.toml", "r13.toml", "r14.toml", "late.toml"):
 @pytest.mark.parametrize("case", REVIEW_R12_TO_R14, ids=lambda c: c["name"])
 def test_rounds_12_to_14_precision_reviews(case):
     # hijacks and false strict matches by rounds 12b's to 14b's first patterns, and the true positives they and the
-    # narrowings fixed (tests/data/explain_review/r12.toml, r13.toml, r14.toml)
+    # narrowings fixed (tests/data/explain_review/r12.toml, r13.toml, r14.toml, late.toml, s25.toml)
     if "not_strict" in case:
         assert case["not_strict"] not in answer(case["text"], strict=True), (case["name"], answer(case["text"], strict=True))
     else:
