@@ -1,3 +1,3 @@
 """cudadoctor: a doctor for CUDA environments."""
 
-__version__ = "0.2.4"
+__version__ = "0.2.5"
