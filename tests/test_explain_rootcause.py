@@ -67,6 +67,12 @@ NCCL_WITH_PLUGIN_PROBE = (
     ("PyTorch version: 2.2.2+cpu\nIs CUDA available: False", "torch-cpu-only"),
     ("CUDA used to build PyTorch: Could not collect\nIs CUDA available: False", "torch-cpu-only"),
     ("`pip install torch` resulted in the CPU version of torch", "torch-cpu-only"),
+    # (session 25) cuDNN's "Could not load library" gives its reason on the line: a library that did not link is an
+    # undefined symbol, one not found is a missing library
+    ("Could not load library libcudnn_cnn_infer.so.8. Error: /opt/cuda/8.0/lib64/libnvrtc.so: undefined symbol: "
+     "nvrtcGetCUBIN", "undefined-symbol"),
+    ("Could not load library libcudnn_cnn_infer.so.8. Error: libcudnn_ops_infer.so.8: cannot open shared object file: "
+     "No such file or directory", "missing-shared-library"),
     # (round 17b) a Mac asked for CUDA: no torch for macOS has it, whatever the app's own message says
     ("Your PyTorch installation is not configured to use CUDA.\nI am trying to run this repo on a Macbook Pro (macOS "
      "Mojave)", "torch-cpu-only"),
