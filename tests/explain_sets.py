@@ -74,6 +74,13 @@ def met_urls(*sets: Path) -> set:
     return {_thread(u) for s in sets for u in (s.parent / "met_urls.txt").read_text().split()}
 
 
+def named_cases(*groups: tuple) -> list:
+    """pytest params of (text, expected) pairs from named case lists, ((name, cases), ...), each id "<name>-<index>"."""
+    import pytest
+
+    return [pytest.param(t, e, id=f"{name}-{i}") for name, cases in groups for i, (t, e) in enumerate(cases)]
+
+
 def answer(text: str, strict: bool = False) -> list:
     """The ids explain puts forward offline, best first (strict: its matches only)."""
     found = rank.matches(SIGS, SCANNER.scan_text(text))

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cudadoctor.explain import rank, scan, signatures, versions
-from explain_sets import SCANNER, SIGS, answer
+from explain_sets import SCANNER, SIGS, answer, named_cases
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -639,7 +639,7 @@ def test_round7_precision_review(name, text, first):
 
 
 # Every wording list above (rounds 3-7): the cause named first
-@pytest.mark.parametrize("text, first", [pytest.param(t, f, id=f"{name}-{i}") for name, cases in (
+@pytest.mark.parametrize("text, first", named_cases(
     ("round3_wordings", ROUND3_WORDINGS),
     ("round3_more_wordings", ROUND3_MORE_WORDINGS),
     ("round4_wordings", ROUND4_WORDINGS),
@@ -653,17 +653,17 @@ def test_round7_precision_review(name, text, first):
     ("driver_messages_from_the_runtime_and_the_kernel_module", DRIVER_MESSAGES_FROM_THE_RUNTIME_AND_THE_KERNEL_MODULE),
     ("round6_tuning_wordings", ROUND6_TUNING_WORDINGS),
     ("round7_tuning_wordings", ROUND7_TUNING_WORDINGS),
-) for i, (t, f) in enumerate(cases)])
+))
 def test_wordings_put_their_cause_first(text, first):
     assert answer(text)[:1] == [first], answer(text)
 
 
 # ... and the wordings that must not even match a cause (a low-confidence guess may still name it)
-@pytest.mark.parametrize("text, not_first", [pytest.param(t, n, id=f"{name}-{i}") for name, cases in (
+@pytest.mark.parametrize("text, not_first", named_cases(
     ("round4_wordings_do_not_overreach", ROUND4_WORDINGS_DO_NOT_OVERREACH),
     ("round4_tuning_set_wordings_do_not_overreach", ROUND4_TUNING_SET_WORDINGS_DO_NOT_OVERREACH),
     ("round4_second_tuning_set_wordings_do_not_overreach", ROUND4_SECOND_TUNING_SET_WORDINGS_DO_NOT_OVERREACH),
-) for i, (t, n) in enumerate(cases)])
+))
 def test_wordings_do_not_overreach(text, not_first):
     assert not_first not in ids(text), ids(text)
 

@@ -9,7 +9,7 @@ import pytest
 
 from cudadoctor import matrix
 from cudadoctor.explain import personal, rank, signatures, versions
-from explain_sets import SCANNER, SIGS, answer
+from explain_sets import SCANNER, SIGS, answer, named_cases
 
 
 @pytest.mark.parametrize("gpu, torch, lacks", [
@@ -139,11 +139,11 @@ TORCH_PROGRAM_NO_RELEASE = [
 ]
 
 
-@pytest.mark.parametrize("text, first", [pytest.param(t, f, id=f"{name}-{i}") for name, cases in (
+@pytest.mark.parametrize("text, first", named_cases(
     ("every_reading_agrees", EVERY_READING_AGREES),
     ("datacenter_names", DATACENTER_NAMES),
     ("torch_program_no_release", TORCH_PROGRAM_NO_RELEASE),
-) for i, (t, f) in enumerate(cases)])
+))
 def test_the_gate_answers(text, first):
     assert answer(text)[:1] == [first], answer(text)
 

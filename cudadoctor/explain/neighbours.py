@@ -33,22 +33,24 @@ def words(text: str) -> set:
 
 @functools.lru_cache(maxsize=2)
 def load(path: Optional[str] = None) -> tuple:
-    """(ids, word sets, idf) of the index; empty when the file is missing or unreadable (the guesses then come from
-    the signatures' words alone)."""
+    """(ids, word sets, their idf-weighted norms, idf) of the index; empty when the file is missing or unreadable (the
+    guesses then come from the signatures' words alone)."""
     try:
         rows = [json.loads(line) for line in Path(path or INDEX).read_text(encoding="utf-8").splitlines()
                 if line.startswith("{")]
     except (OSError, ValueError):
-        return (), (), {}
+        return (), (), (), {}
     sets = tuple(frozenset(r["words"]) for r in rows)
     df = Counter(w for ws in sets for w in ws)
-    return tuple(r["id"] for r in rows), sets, {w: math.log(len(rows) / c) for w, c in df.items()}
+    idf = {w: math.log(len(rows) / c) for w, c in df.items()}
+    norms = tuple(math.sqrt(sum(idf[w] ** 2 for w in ws)) for ws in sets)
+    return tuple(r["id"] for r in rows), sets, norms, idf
 
 
 def vote(text: str, k: int = K, path: Optional[str] = None) -> list:
     """[(share of the vote, id)] best first, from the k labelled reports closest to the text (cosine of idf-weighted
     word sets); [] when it shares no telling word with any of them."""
-    ids, sets, idf = load(path)
+    ids, sets, norms, idf = load(path)
     q = frozenset(w for w in words(text) if idf.get(w))
     if not q:
         return []
@@ -57,7 +59,7 @@ def vote(text: str, k: int = K, path: Optional[str] = None) -> list:
     for i, ws in enumerate(sets):
         shared = q & ws
         if shared:
-            near.append((sum(idf[w] ** 2 for w in shared) / (qn * math.sqrt(sum(idf[w] ** 2 for w in ws))), i))
+            near.append((sum(idf[w] ** 2 for w in shared) / (qn * norms[i]), i))
     tally: dict = {}
     for sim, i in sorted(near, reverse=True)[:k]:
         tally[ids[i]] = tally.get(ids[i], 0.0) + sim

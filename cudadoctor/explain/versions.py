@@ -85,14 +85,12 @@ def wheel_lacks_arch(gpu: str, torch: str) -> bool:
     try:
         from cudadoctor import matrix
 
-        m, w = matrix.load(), _WHEEL.match(torch.strip())
-        ccs = gpu_ccs(gpu)
-        if not ccs:
-            return False
+        w = _WHEEL.match(torch.strip())
         if not w:  # a torch program's own words, no release named (the `_fallback` reading): most wheels it knows
-            lacking, total = wheels_lacking(gpu)
+            lacking, total = wheels_lacking(gpu)  # (0, 0) for a GPU the matrix cannot place
             return 2 * lacking > total
-        if not w or m.torch_release(w["v"]) is None:
+        m, ccs = matrix.load(), gpu_ccs(gpu)
+        if not ccs or m.torch_release(w["v"]) is None:
             return False
         cuda = pretty(w["tag"]) if w["tag"] else w["cuda"]
         variants = [m.variant_for(w["v"], cuda)] if cuda else m.torch_variants(w["v"])
