@@ -4,11 +4,12 @@ usual ones, never an empty answer; and the mechanisms behind them (unless, alter
 from __future__ import annotations
 
 import sys
+from unittest import mock
 from pathlib import Path
 
 import pytest
 
-from cudadoctor.explain import rank, scan, signatures, versions
+from cudadoctor.explain import learned, rank, scan, signatures, versions
 from explain_sets import SCANNER, SIGS, answer, named_cases
 
 if sys.version_info >= (3, 11):
@@ -158,9 +159,12 @@ def test_never_an_empty_answer():
     assert rank.matches(SIGS, SCANNER.scan_text(nothing)) == []
     assert answer(nothing) == ["torch-cpu-only", "driver-too-old", "no-driver-or-device"]
     assert all(conf < 0.1 for conf, _ in rank.fallback(SIGS, [], nothing))
-    # a weak match: what it is usually confused with comes next (data: alternatives)
+    # a weak match: the classifier's likeliest other causes come next (learned.py), and without it what the match is
+    # usually confused with (data: alternatives)
     weak = "torch.cuda.is_available() returns False"
-    assert answer(weak)[:3] == ["torch-cpu-only", "driver-too-old", "no-driver-or-device"]
+    assert answer(weak)[0] == "torch-cpu-only" and len(answer(weak)) == 3
+    with mock.patch.object(learned, "guess", return_value=[]):
+        assert answer(weak)[:3] == ["torch-cpu-only", "driver-too-old", "no-driver-or-device"]
     # a strong match keeps its place; the alternatives only fill the answer behind it
     strong = "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."
     assert answer(strong)[0] == "no-driver-or-device" and "driver-install" in answer(strong)[:3]
@@ -225,7 +229,9 @@ ROUND3_WORDINGS = [
     ("ERROR: cuStreamSynchronize() 999", ["device-lost", "launch-timeout", "no-driver-or-device"]),
 ])
 def test_a_wording_brings_its_own_differential(text, top3):
-    assert answer(text)[:3] == top3
+    with mock.patch.object(learned, "guess", return_value=[]):  # the data alone (a weak match also asks learned.py)
+        assert answer(text)[:3] == top3
+    assert answer(text)[0] == top3[0]
 
 
 def test_pattern_alternatives_come_before_the_signatures():
@@ -251,10 +257,13 @@ def test_pattern_alternatives_must_name_known_ids(tmp_path):
 
 
 def test_few_shared_words_still_give_three_causes():
-    # only one signature shares words with this text: its differential fills the answer
+    # only one signature shares words with this text: the classifier's guesses, or without it that signature's
+    # differential, fill the answer
     text = "[drm:nv_drm_master_set] *ERROR* [nvidia-drm] [GPU ID 0x00000100] Failed to grab modeset ownership"
     assert rank.matches(SIGS, SCANNER.scan_text(text)) == []
-    assert answer(text) == ["driver-install", "no-driver-or-device", "nvml-driver-mismatch"]
+    assert answer(text)[0] == "driver-install" and len(answer(text)) == 3
+    with mock.patch.object(learned, "guess", return_value=[]):
+        assert answer(text) == ["driver-install", "no-driver-or-device", "nvml-driver-mismatch"]
 
 
 ROUND3_MORE_WORDINGS = [

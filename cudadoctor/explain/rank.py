@@ -193,15 +193,47 @@ def closest(signatures: tuple, sample: str, limit: int = FALLBACK_LIMIT, exclude
 
 
 def fallback(signatures: tuple, found: list, sample: str) -> list:
-    """Other possible causes, (confidence, signature), to fill the answer to FALLBACK_LIMIT causes:
-    when no match is strong, first the cause most of the closest labelled reports had (neighbours.py); then
-    what the matches are usually confused with (data: `alternatives` of the wordings that matched,
-    then of the signature), then, only when no match is strong, the signatures sharing the most telling
-    words with the text, then what those guesses are confused with (when few signatures share words).
-    Low confidence by construction: a confident answer stays first."""
+    """Other possible causes, (confidence, signature), to fill the answer to FALLBACK_LIMIT causes. Low confidence
+    by construction: a confident answer stays first.
+
+    Behind a strong match: what the matches are usually confused with (`_usual`). When no match is strong, the
+    three causes a classifier trained on the labelled real reports finds likeliest (learned.py) lead, with the
+    usual first guess second; when the two agree (the usual guess is among the classifier's three) it goes first.
+    Chosen on rounds 8-13's blind sets (issue 17; learned.py): the classifier first and the usual guess second put
+    the right cause in the three more often than the classifier alone, and agreement first never cost a first
+    answer there."""
     want = max(0, FALLBACK_LIMIT - len(found))
     if not want:
         return []
+    by_id = {s.id: s for s in signatures}
+    taken = [m.id for m in found]
+    strong = any(m.strong for m in found)
+    usual = _usual(signatures, found, sample, want, strong)
+    if strong:
+        return usual
+    from cudadoctor.explain import learned
+
+    model = [(GUESS_MAX * (0.5 + 0.5 * p), by_id[i]) for p, i in learned.guess(sample)[:FALLBACK_LIMIT]
+             if i in by_id and i not in taken]
+    if not model:
+        return usual
+    sure = {s.id: c for c, s in model}
+    lead = usual[:1] if usual and usual[0][1].id in sure else []
+    out: list = []
+    top = GUESS_MAX
+    for conf, s in lead + model[:1] + usual[:1] + model[1:] + usual[1:]:
+        if s.id not in taken and len(out) < want:
+            taken.append(s.id)
+            conf = max(conf, sure.get(s.id, 0.0), model[0][0] if lead and s is lead[0][1] else 0.0)
+            top = min(top, conf)  # in the order given: a later guess is never surer than an earlier one
+            out.append((round(top, 3), s))
+    return out
+
+
+def _usual(signatures: tuple, found: list, sample: str, want: int, strong: bool) -> list:
+    """The guesses written by hand: what the matches are usually confused with (data: `alternatives` of the
+    wordings that matched, then of the signature); then, only when no match is strong, the signatures sharing the
+    most telling words with the text, then what those guesses are confused with."""
     by_id = {s.id: s for s in signatures}
     taken = [m.id for m in found]
     out: list = []
@@ -212,15 +244,6 @@ def fallback(signatures: tuple, found: list, sample: str) -> list:
                 taken.append(alt)
                 out.append((round(min(GUESS_MAX, conf), 3), by_id[alt]))
 
-    strong = any(m.strong for m in found)
-    voted: list = []
-    if not strong:  # the cause most of the closest labelled reports had (neighbours.py) comes first
-        from cudadoctor.explain import neighbours
-
-        near = [(share, i) for share, i in neighbours.vote(sample) if i in by_id]
-        if near:
-            offer([near[0][1]], GUESS_MAX * (0.5 + 0.5 * near[0][0]))
-            voted = [(c, s) for c, s in out if s.id == near[0][1]]
     for m in found:
         offer(m.alternatives, m.confidence * 0.5)
     if strong:
@@ -228,7 +251,7 @@ def fallback(signatures: tuple, found: list, sample: str) -> list:
     guesses = closest(signatures, sample, want - len(out), tuple(taken))
     out.extend(guesses)
     taken.extend(s.id for _, s in guesses)
-    for conf, s in voted + guesses:
+    for conf, s in guesses:
         offer(s.alternatives, conf * 0.5)
     if not out and not found and NOTHING_READ in by_id:  # no word shared with anything (a script the tokeniser
         # does not read): the usual causes of a GPU that is not used, a CPU-only torch and its differential
