@@ -1190,3 +1190,16 @@ def test_real_out_of_bounds_kernels_are_illegal_memory_access(name):
     # kernel's bad access, not a lost GPU
     text = (Path(__file__).parent / "data" / "h200" / name).read_text()
     assert answer(text, strict=True) == ["illegal-memory-access"], answer(text, strict=True)
+
+
+@pytest.mark.parametrize("text,strict", [
+    # clang compiling CUDA itself (LLVM's DiagnosticDriverKinds.td wordings), round 19 (fresh17, in-sample)
+    ("clang-18: error: GPU arch sm_35 is supported by CUDA versions between 7.0 and 11.8 (inclusive), but installation "
+     "at /usr/local/cuda-12.4 is 12.4; use '--cuda-path' to specify a different CUDA install, pass a different GPU "
+     "arch with '--cuda-gpu-arch', or pass '--no-cuda-version-check'", True),
+    ("clang: error: Unsupported CUDA gpu architecture: sm_61", True),
+    # an AMD architecture there is a HIP source compiled as CUDA: no nvcc/toolkit arch problem
+    ("clang++: error: unsupported CUDA gpu architecture: gfx1150", False),
+])
+def test_clangs_own_cuda_arch_errors(text, strict):
+    assert ("nvcc-unsupported-arch" in answer(text, strict=True)) is strict
