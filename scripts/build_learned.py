@@ -13,7 +13,8 @@ one scale per cause. Their idf stays so that a text's vector is normalised as in
 training text is ranked by learned.py and by scikit-learn with the same stored weights, and the two must agree.
 
 The review sets (cases written to test patterns) and the expert answers (explain_oracle) are not real reports with a
-settled cause, and stay out, as do the texts themselves: the file holds features and weights only.
+settled cause, and stay out, as do the texts themselves: the file holds features and weights, and for every 40th
+report its set, its place in the set and scikit-learn's top three (a test scores those reports again and compares).
 """
 
 from __future__ import annotations
@@ -33,13 +34,15 @@ SKIP = {"explain_review", "explain_oracle"}
 C = 10.0
 CHAR_FEATURES = 20000
 KEEP = 0.5  # share of features kept, by their largest absolute weight
+SETTINGS = {"C": C, "char_features": CHAR_FEATURES, "keep": KEEP, "min_df": 2, "model": "multinomial logistic regression"}
+PROBE_EVERY = 40  # scikit-learn's own top three for every 40th report go in the file: a test holds the scorer to them
 
 
 def rows() -> list:
     out = []
     for d in sorted(p for p in DATA.glob("explain_*") if p.is_dir() and p.name not in SKIP):
-        for c in cases(d):
-            out.append({"id": c["id"], "set": d.name, "text": c["text"]})
+        for i, c in enumerate(cases(d)):
+            out.append({"id": c["id"], "set": d.name, "n": i, "text": c["text"]})
     return out
 
 
@@ -73,7 +76,7 @@ def train(rs: list) -> dict:
     model = {
         "about": "cudadoctor explain's classifier: built by scripts/build_learned.py from the labelled real reports",
         "reports": len(rs),
-        "digest": learned.digest(rs),
+        "digest": learned.digest(rs, SETTINGS),
         "causes": [str(c) for c in m.classes_],
         "intercept": [round(float(b), 6) for b in m.intercept_],
         "scale": [float(s) for s in scale],
@@ -85,6 +88,11 @@ def train(rs: list) -> dict:
     wv.idf_ = np.array([model["words"][t][0] for t, _ in sorted(wv.vocabulary_.items(), key=lambda kv: kv[1])])
     cv.idf_ = np.array([model["grams"][t][0] for t, _ in sorted(cv.vocabulary_.items(), key=lambda kv: kv[1])])
     m.intercept_ = np.array(model["intercept"])
+    probes = []
+    for r in rs[::PROBE_EVERY]:
+        p = m.predict_proba(hstack([wv.transform([r["text"]]), cv.transform([learned.head(r["text"])])]).tocsr())[0]
+        probes.append([r["set"], r["n"], [[float(p[i]), str(m.classes_[i])] for i in np.argsort(-p)[:3]]])
+    model["probes"] = probes
     return model, (wv, cv, m)
 
 
@@ -113,10 +121,11 @@ def main(argv: list) -> int:
             have = json.loads(learned.MODEL.read_text(encoding="utf-8")).get("digest")
         except (OSError, ValueError):
             have = None
-        ok = have == learned.digest(rs)
-        print("learned.json is current" if ok else
-              "learned.json is stale: pip install scikit-learn && python scripts/build_learned.py")
-        return 0 if ok else 1
+        ok = have == learned.digest(rs, SETTINGS)
+        whole = learned.load(str(learned.MODEL)) is not None
+        print("learned.json is current" if ok and whole else "learned.json is damaged: rebuild it" if ok else
+              "learned.json is stale: pip install -e '.[train]' && python scripts/build_learned.py")
+        return 0 if ok and whole else 1
     model, sk = train(rs)
     bad = agree(model, sk, [r["text"] for r in rs])
     if bad:

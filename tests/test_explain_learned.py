@@ -80,14 +80,40 @@ def test_no_known_feature_no_guess(small):
     assert learned.guess("") == []
 
 
-def test_a_missing_or_broken_model_gives_no_guess(tmp_path):
+BROKEN = [
+    "{not json",
+    json.dumps({"causes": ["a"]}),
+    json.dumps({**SMALL, "intercept": [0.0]}),
+    json.dumps({**SMALL, "causes": []}),
+    json.dumps({**SMALL, "weights": base64.b64encode(bytes(4)).decode()}),  # rows cut: 4 bytes for 3 causes
+    json.dumps({**SMALL, "weights": base64.b64encode(bytes(3)).decode()}),  # one row left; rows 1 and 2 point past it
+    json.dumps({**SMALL, "words": {"allreduce": [2.0, 7]}}),  # a row that is not there
+    json.dumps({**SMALL, "words": {"allreduce": "x"}}),
+    json.dumps({**SMALL, "words": ["allreduce"]}),
+    json.dumps({**SMALL, "scale": ["a", 1, 1]}),
+    json.dumps({**SMALL, "intercept": None}),
+    json.dumps({**SMALL, "causes": [1, 2, 3]}),
+    json.dumps([1, 2]),
+]
+
+
+@pytest.mark.parametrize("bad", BROKEN, ids=range(len(BROKEN)))
+def test_a_missing_or_damaged_model_gives_no_guess(tmp_path, bad):
     assert learned.guess("allreduce hangs", path=str(tmp_path / "none.json")) == []
-    for bad in ["{not json", json.dumps({"causes": ["a"]}), json.dumps({**SMALL, "intercept": [0.0]})]:
-        p = tmp_path / "bad.json"
-        p.write_text(bad)
-        learned.load.cache_clear()
-        assert learned.guess("allreduce hangs", path=str(p)) == []
+    p = tmp_path / "bad.json"
+    p.write_text(bad)
     learned.load.cache_clear()
+    try:
+        assert learned.guess("allreduce batch wslconfig", path=str(p)) == []
+    finally:
+        learned.load.cache_clear()
+
+
+def test_a_guess_is_as_sure_as_the_model(small):
+    text = "our wslconfig setting is ignored"
+    p = dict((c, q) for q, c in learned.guess(text))["wsl"]
+    conf, s = rank.fallback(SIGS, [], text)[0]
+    assert s.id == "wsl" and conf == round(rank.GUESS_MAX * p, 3)
 
 
 def test_the_model_leads_the_guesses_when_nothing_matches_strongly(small):
@@ -124,9 +150,23 @@ def test_the_usual_guess_stays_second_when_the_model_names_it_third():
     assert got[0][0] >= got[1][0] >= got[2][0]
 
 
-def test_a_match_is_never_displaced_by_the_model(small):
+def test_a_match_is_never_displaced_by_the_model():
     text = "allreduce wslconfig\nRuntimeError: CUDA error: out of memory. Tried to allocate 2.00 GiB"
-    assert answer(text)[0] == "out-of-memory"
+    with mock.patch.object(learned, "guess", return_value=[(1.0, "wsl")]):
+        assert answer(text)[0] == "out-of-memory" and "wsl" not in answer(text)[:1]
+
+
+def test_the_model_never_repeats_a_weak_match():
+    text = "torch.cuda.is_available() returns False"
+    found = rank.matches(SIGS, SCANNER.scan_text(text))
+    assert found and not any(m.strong for m in found)
+    with mock.patch.object(learned, "guess", return_value=[(0.9, found[0].id), (0.05, "nccl"), (0.05, "wsl")]):
+        got = answer(text)
+    assert len(got) == len(set(got)) == 3 and got[0] == found[0].id and got[1] == "nccl"
+    usual = _usual_first()  # nothing matches: the model's first cause is also the hand-written guess
+    others = [i for i in ("nccl", "wsl", "out-of-memory") if i != usual][:2]
+    with mock.patch.object(learned, "guess", return_value=[(0.9, usual), (0.05, others[0]), (0.05, others[1])]):
+        assert answer(TEXT) == [usual, others[0], others[1]]
 
 
 def test_without_a_model_the_word_guesses_answer(tmp_path, monkeypatch):
@@ -148,16 +188,31 @@ def test_the_packaged_model_is_trained_on_every_labelled_set_as_it_is():
 
 def test_the_packaged_model_holds_features_not_texts():
     d = json.loads(learned.MODEL.read_text())
-    assert set(d) == {"about", "reports", "digest", "causes", "intercept", "scale", "words", "grams", "weights"}
+    assert set(d) == {"about", "reports", "digest", "causes", "intercept", "scale", "words", "grams", "weights", "probes"}
     assert all(not any(ch.isspace() for ch in w) for w in d["words"])
     assert max(len(g) for g in d["grams"]) <= learned.GRAMS[1]
 
 
+def _rows() -> dict:
+    return {d.name: cases(d) for d in sorted(DATA.glob("explain_*"))
+            if d.is_dir() and d.name not in ("explain_review", "explain_oracle")}
+
+
+def test_the_packaged_model_scores_as_scikit_learn_did():
+    """The build stored scikit-learn's top three for every 40th report: this scorer must give the same causes and
+    probabilities (a feature read or weighted differently from training would move them)."""
+    rows = _rows()
+    probes = json.loads(learned.MODEL.read_text())["probes"]
+    assert len(probes) >= sum(map(len, rows.values())) // 40
+    m = learned.load()
+    for name, i, want in probes:
+        got = m.rank(rows[name][i]["text"])[:3]
+        assert [c for _, c in got] == [c for _, c in want], (name, i)
+        assert all(abs(a - b) < 1e-6 for (a, _), (b, _) in zip(got, want)), (name, i, got, want)
+
+
 def test_the_packaged_model_reads_its_training_reports():
-    """The scorer and the file agree: on the reports it was trained on, the model ranks the labelled cause first
-    almost always (a feature read differently from training would break this, not a wording)."""
-    rows = [c for d in sorted(DATA.glob("explain_*")) if d.is_dir() and d.name not in ("explain_review", "explain_oracle")
-            for c in cases(d)]
+    rows = [c for cs in _rows().values() for c in cs]
     m = learned.load()
     top1 = sum(m.rank(c["text"])[0][1] == c["id"] for c in rows)
-    assert top1 >= 0.95 * len(rows), (top1, len(rows))
+    assert top1 >= 0.99 * len(rows), (top1, len(rows))

@@ -63,9 +63,13 @@ def grams(text: str) -> Counter:
     return out
 
 
-def digest(rows: list) -> str:
-    """What the model was trained on: the labelled reports, each (set, cause, text), in order."""
+def digest(rows: list, settings: dict) -> str:
+    """What the model was trained on and how: the labelled reports, each (set, cause, text), in order; the build's
+    settings; and how this module reads a text (the guesses' tokeniser and stop words, the grams, the head)."""
+    from cudadoctor.explain.rank import _STOP, _WORD
+
     h = hashlib.sha256()
+    h.update(json.dumps([settings, _WORD.pattern, sorted(_STOP), GRAMS, HEAD], sort_keys=True).encode())
     for r in rows:
         h.update(json.dumps([r["set"], r["id"], r["text"]], ensure_ascii=True).encode())
     return h.hexdigest()
@@ -73,12 +77,24 @@ def digest(rows: list) -> str:
 
 class Model:
     def __init__(self, causes: list, intercept: list, scale: list, words: dict, grams: dict, weights: bytes) -> None:
-        self.causes, self.intercept, self.scale = causes, intercept, scale
-        self.words, self.grams = words, grams
+        """Checked whole, so that a damaged file is no model rather than a crash while scoring."""
+        self.causes, self.intercept, self.scale = list(causes), [float(x) for x in intercept], [float(x) for x in scale]
+        self.n = n = len(self.causes)
         self.w = array("b", weights)
-        self.n = len(causes)
-        if len(intercept) != self.n or len(scale) != self.n or len(self.w) % self.n:
+        rows = len(self.w) // n if n else 0
+        if not n or not all(isinstance(c, str) for c in self.causes) or len(self.intercept) != n \
+                or len(self.scale) != n or len(self.w) != rows * n:
             raise ValueError("inconsistent model")
+        for table in (words, grams):
+            if not isinstance(table, dict):
+                raise ValueError("inconsistent model")
+            for t, e in table.items():
+                if not (isinstance(t, str) and isinstance(e, list) and len(e) == 2 and isinstance(e[0], (int, float))
+                        and type(e[1]) is int and -1 <= e[1] < rows and math.isfinite(e[0])):
+                    raise ValueError(f"inconsistent model entry {t!r}")
+        if not all(map(math.isfinite, self.intercept + self.scale)):
+            raise ValueError("inconsistent model")
+        self.words, self.grams = words, grams
 
     @classmethod
     def from_dict(cls, d: dict) -> "Model":
@@ -97,7 +113,8 @@ class Model:
         return [(v / norm, r) for v, r in vals if r >= 0] if norm else []
 
     def rank(self, text: str) -> list:
-        """[(probability, cause)] best first; [] when the text has no feature the model knows."""
+        """[(probability, cause)] best first; [] when the text has no feature the model knows, or only features whose
+        weights were dropped."""
         feats = self._block(dict.fromkeys(words(text), 1), self.words, False)
         feats += self._block(grams(head(text)), self.grams, True)
         if not feats:
@@ -120,7 +137,7 @@ def load(path: Optional[str] = None) -> Optional[Model]:
     words alone)."""
     try:
         return Model.from_dict(json.loads(Path(path or MODEL).read_text(encoding="utf-8")))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, OverflowError):
         return None
 
 

@@ -213,17 +213,16 @@ def fallback(signatures: tuple, found: list, sample: str) -> list:
         return usual
     from cudadoctor.explain import learned
 
-    model = [(GUESS_MAX * (0.5 + 0.5 * p), by_id[i]) for p, i in learned.guess(sample)[:FALLBACK_LIMIT]
-             if i in by_id and i not in taken]
+    model = [(GUESS_MAX * p, by_id[i]) for p, i in learned.guess(sample)[:FALLBACK_LIMIT]
+             if i in by_id and i not in taken]  # its probability, scaled to a guess's confidence
     if not model:
         return usual
-    sure = {s.id: c for c, s in model}
     out: list = []
     top = GUESS_MAX
     for conf, s in model[:1] + usual[:1] + model[1:] + usual[1:]:
         if s.id not in taken and len(out) < want:
             taken.append(s.id)
-            top = min(top, max(conf, sure.get(s.id, 0.0)))  # in this order: a later guess is never surer
+            top = min(top, conf)  # in this order: a later guess is never surer than an earlier one
             out.append((round(top, 3), s))
     return out
 

@@ -42,7 +42,7 @@ def result_dict(matches: list, personals: dict, scan, closest: list, facts_used:
     return {
         "schema": SCHEMA,
         "matches": [match_dict(m, personals.get(m.id)) for m in matches],
-        # guesses from shared words when no match is strong (score = their low confidence)
+        # guesses (a model of labelled reports, shared words) when no match is strong (score = their low confidence)
         "closest": [{"id": s.id, "title": s.title, "score": score, "confidence": score, "fix": s.fixes[0]}
                     for score, s in closest],
         "low_confidence": low,
@@ -64,7 +64,7 @@ def text_report(matches: list, personals: dict, closest: list, scan, offline: bo
     if not matches:
         out.append("cudadoctor explain: not recognised: no known CUDA error signature in this text "
                    f"({scan.lines} line(s), {scan.bytes} bytes).")
-        out.extend(_guesses(closest, "Closest causes (low confidence: guessed from the words and from the closest known reports, not matched):"))
+        out.extend(_guesses(closest, "Closest causes (low confidence: guessed from the words and by a model of labelled real reports, not matched):"))
         out.append(f"Next step: run `{NEXT_STEP}` on the machine that failed: it tests each layer and names the "
                    "broken one.")
         out.append("See every signature with: cudadoctor explain --list")
