@@ -13,7 +13,7 @@ one scale per cause. Their idf stays so that a text's vector is normalised as in
 training text is ranked by learned.py and by scikit-learn with the same stored weights, and the two must agree.
 
 The review sets (cases written to test patterns) and the expert answers (explain_oracle) are not real reports with a
-settled cause, and stay out, as do the texts themselves: the file holds features and weights, and for every 40th
+settled cause, and stay out (explain_sets.labelled_reports), as do the texts themselves: the file holds features and weights, and for every 40th
 report its set, its place in the set and scikit-learn's top three (a test scores those reports again and compares).
 """
 
@@ -28,9 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from cudadoctor.explain import learned  # noqa: E402
-from explain_sets import DATA, cases  # noqa: E402
+from explain_sets import labelled_reports  # noqa: E402
 
-SKIP = {"explain_review", "explain_oracle"}
 C = 10.0
 CHAR_FEATURES = 20000
 KEEP = 0.5  # share of features kept, by their largest absolute weight
@@ -39,11 +38,18 @@ PROBE_EVERY = 40  # scikit-learn's own top three for every 40th report go in the
 
 
 def rows() -> list:
-    out = []
-    for d in sorted(p for p in DATA.glob("explain_*") if p.is_dir() and p.name not in SKIP):
-        for i, c in enumerate(cases(d)):
-            out.append({"id": c["id"], "set": d.name, "n": i, "text": c["text"]})
-    return out
+    return [{"id": c["id"], "set": name, "n": i, "text": c["text"]}
+            for name, cs in labelled_reports().items() for i, c in enumerate(cs)]
+
+
+def sk_top3(sk: tuple, text: str) -> list:
+    """scikit-learn's [(probability, cause)] top three for a text, with the fitted vectorizers and model."""
+    import numpy as np
+    from scipy.sparse import hstack
+
+    wv, cv, m = sk
+    p = m.predict_proba(hstack([wv.transform([text]), cv.transform([learned.head(text)])]).tocsr())[0]
+    return [(float(p[i]), str(m.classes_[i])) for i in np.argsort(-p)[:3]]
 
 
 def train(rs: list) -> dict:
@@ -88,27 +94,17 @@ def train(rs: list) -> dict:
     wv.idf_ = np.array([model["words"][t][0] for t, _ in sorted(wv.vocabulary_.items(), key=lambda kv: kv[1])])
     cv.idf_ = np.array([model["grams"][t][0] for t, _ in sorted(cv.vocabulary_.items(), key=lambda kv: kv[1])])
     m.intercept_ = np.array(model["intercept"])
-    probes = []
-    for r in rs[::PROBE_EVERY]:
-        p = m.predict_proba(hstack([wv.transform([r["text"]]), cv.transform([learned.head(r["text"])])]).tocsr())[0]
-        probes.append([r["set"], r["n"], [[float(p[i]), str(m.classes_[i])] for i in np.argsort(-p)[:3]]])
-    model["probes"] = probes
+    model["probes"] = [[r["set"], r["n"], [list(t) for t in sk_top3((wv, cv, m), r["text"])]] for r in rs[::PROBE_EVERY]]
     return model, (wv, cv, m)
 
 
 def agree(model: dict, sk: tuple, texts: list) -> int:
     """How many texts the stored model ranks differently (top three) from scikit-learn, or with probabilities
     more than 1e-6 apart."""
-    import numpy as np
-    from scipy.sparse import hstack
-
-    wv, cv, m = sk
     lm = learned.Model.from_dict(model)
     bad = 0
     for t in texts:
-        p = m.predict_proba(hstack([wv.transform([t]), cv.transform([learned.head(t)])]).tocsr())[0]
-        want = [(float(p[i]), m.classes_[i]) for i in np.argsort(-p)[:3]]
-        got = lm.rank(t)[:3]
+        want, got = sk_top3(sk, t), lm.rank(t)[:3]
         if [c for _, c in got] != [c for _, c in want] or max(abs(a - b) for (a, _), (b, _) in zip(got, want)) > 1e-6:
             bad += 1
     return bad

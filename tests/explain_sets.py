@@ -61,6 +61,15 @@ def cases(path: Path) -> list:
         return tomllib.load(fh)["case"]
 
 
+NOT_REPORTS = ("explain_review", "explain_oracle")  # cases written to test patterns, and expert answers: no settled cause
+
+
+def labelled_reports() -> dict:
+    """Every set of real reports with a settled cause under tests/data, {set name: cases}, in name order: what
+    explain's classifier is trained on (scripts/build_learned.py)."""
+    return {d.name: cases(d) for d in sorted(DATA.glob("explain_*")) if d.is_dir() and d.name not in NOT_REPORTS}
+
+
 def _thread(url: str) -> str:
     """One spelling per thread: no trailing slash, GitHub's owner/repo case ignored, and a pull request and an issue
     of one number are one thread."""

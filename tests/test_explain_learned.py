@@ -10,13 +10,14 @@ import random
 import subprocess
 import sys
 from array import array
+from collections import Counter
 from pathlib import Path
 from unittest import mock
 
 import pytest
 
 from cudadoctor.explain import learned, rank
-from explain_sets import DATA, SCANNER, SIGS, answer, cases
+from explain_sets import SCANNER, SIGS, answer, labelled_reports
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -55,7 +56,7 @@ def test_grams_agree_with_scikit_learn_where_it_is_installed():
     rnd = random.Random(17)
     for _ in range(200):
         s = "".join(rnd.choice("ab_ 1\n\tÿ界.") for _ in range(rnd.randint(0, 40)))
-        assert learned.grams(s) == __import__("collections").Counter(an(s)), repr(s)
+        assert learned.grams(s) == Counter(an(s)), repr(s)
 
 
 def test_the_score_is_the_softmax_of_the_normalised_features(small):
@@ -193,15 +194,10 @@ def test_the_packaged_model_holds_features_not_texts():
     assert max(len(g) for g in d["grams"]) <= learned.GRAMS[1]
 
 
-def _rows() -> dict:
-    return {d.name: cases(d) for d in sorted(DATA.glob("explain_*"))
-            if d.is_dir() and d.name not in ("explain_review", "explain_oracle")}
-
-
 def test_the_packaged_model_scores_as_scikit_learn_did():
     """The build stored scikit-learn's top three for every 40th report: this scorer must give the same causes and
     probabilities (a feature read or weighted differently from training would move them)."""
-    rows = _rows()
+    rows = labelled_reports()
     probes = json.loads(learned.MODEL.read_text())["probes"]
     assert len(probes) >= sum(map(len, rows.values())) // 40
     m = learned.load()
@@ -212,7 +208,7 @@ def test_the_packaged_model_scores_as_scikit_learn_did():
 
 
 def test_the_packaged_model_reads_its_training_reports():
-    rows = [c for cs in _rows().values() for c in cs]
+    rows = [c for cs in labelled_reports().values() for c in cs]
     m = learned.load()
     top1 = sum(m.rank(c["text"])[0][1] == c["id"] for c in rows)
     assert top1 >= 0.99 * len(rows), (top1, len(rows))
