@@ -122,6 +122,11 @@ def main(argv: list) -> int:
         print("learned.json is current" if ok and whole else "learned.json is damaged: rebuild it" if ok else
               "learned.json is stale: pip install -e '.[train]' && python scripts/build_learned.py")
         return 0 if ok and whole else 1
+    try:
+        import sklearn  # noqa: F401  (only this build needs it)
+    except ImportError:
+        print("build_learned.py needs scikit-learn: pip install -e '.[train]'", file=sys.stderr)
+        return 2
     model, sk = train(rs)
     bad = agree(model, sk, [r["text"] for r in rs])
     if bad:
