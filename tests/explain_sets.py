@@ -40,6 +40,7 @@ FRESH15 = DATA / "explain_fresh15" / "cases.toml"  # issue 17 round 17's blind s
 FRESH16 = DATA / "explain_fresh16" / "cases.toml"  # issue 17 round 18's blind set (threads nobody had met), committed before scoring
 FRESH17 = DATA / "explain_fresh17" / "cases.toml"  # issue 17 round 19's blind set (threads nobody had met), committed before scoring
 FRESH18 = DATA / "explain_fresh18" / "cases.toml"  # issue 17 round 20's blind set (threads nobody had met), committed before scoring
+FRESH19 = DATA / "explain_fresh19" / "cases.toml"  # issue 17 round 21's blind set (threads nobody had met), committed before scoring
 
 SIGS = signatures.load()
 SCANNER = scan.Scanner(SIGS)

@@ -1203,3 +1203,52 @@ def test_real_out_of_bounds_kernels_are_illegal_memory_access(name):
 ])
 def test_clangs_own_cuda_arch_errors(text, strict):
     assert ("nvcc-unsupported-arch" in answer(text, strict=True)) is strict
+
+
+LIBCUDA_MISSING = "ImportError: libcuda.so.1: cannot open shared object file: No such file or directory\n"
+
+
+@pytest.mark.parametrize("text,first", [
+    # round 21 (fresh19, in-sample): the driver's own libraries (libcuda, libnvidia-ml) come with the driver, not the
+    # toolkit: missing where the program runs is the driver's layer
+    (LIBCUDA_MISSING, "no-driver-or-device"),
+    ("Error using gpuDevice (line 26)\nThere is a problem with the CUDA driver or with this GPU device.\nCaused by:\n"
+     "    The CUDA driver could not be loaded. The library name used was 'nvcuda.dll'. The error was:\n"
+     "    The specified module could not be found.", "no-driver-or-device"),
+    ("pynvml.nvml.NVMLError_LibraryNotFound: NVML Shared Library Not Found", "no-driver-or-device"),
+    # a toolkit library is still a missing CUDA library
+    ("ImportError: libcudart.so.11.0: cannot open shared object file: No such file or directory", "missing-shared-library"),
+    ("OSError: libcudnn_ops_infer.so.8: cannot open shared object file", "missing-shared-library"),
+    # where a container or WSL is the setting, theirs ranks first
+    ("$ docker run -it myimage python -c 'import torch'\n" + LIBCUDA_MISSING, "container-toolkit"),
+    ("Running in WSL2 (Ubuntu 22.04)\n" + LIBCUDA_MISSING, "wsl"),
+    # a Kubernetes pod without libcuda was not given the GPU (session 27, fresh16/fresh18 in-sample)
+    ("TensorFlow on kubernetes with the device plugin:\n" + LIBCUDA_MISSING, "container-toolkit"),
+    ("docker run --runtime nvidia works, but in a kubernetes pod:\n" + LIBCUDA_MISSING, "container-toolkit"),
+])
+def test_the_drivers_own_libraries_missing_is_the_drivers_layer(text, first):
+    assert ids(text)[:1] == [first], ids(text)
+
+
+@pytest.mark.parametrize("text,strict", [
+    # Kokkos's start-up check (Kokkos_Cuda_Instance.cpp), round 21 (fresh19, in-sample)
+    ("Kokkos::Cuda::initialize ERROR: likely mismatch of architecture", True),
+    ("Kokkos::Cuda::initialize ERROR: running kernels compiled for compute capability 9.0 on device with compute "
+     "capability 8.9 is not supported by CUDA!", True),
+    # its warning (older code on a newer GPU runs) is not the error
+    ("Kokkos::Cuda::initialize WARNING: running kernels compiled for compute capability 6.1 on device with compute "
+     "capability 8.6 , this will likely reduce potential performance.", False),
+])
+def test_kokkos_arch_mismatch_is_no_kernel_image(text, strict):
+    assert ("no-kernel-image" in ids(text)) is strict, ids(text)
+
+
+@pytest.mark.parametrize("text,strict", [
+    # cuBLAS's log line for CUBLAS_STATUS_INVALID_VALUE, round 21 (fresh19, in-sample)
+    (" ** On entry to GEMM_EX  parameter number 9 had an illegal value\nCUBLAS error: 7", True),
+    ("cublasSgemm failed\n ** On entry to SGEMM  parameter number 13 had an illegal value", True),
+    # CPU BLAS (OpenBLAS) prints the same words: not a CUDA matter
+    ("Android openblas:\n ** On entry to SGEMM  parameter number 13 had an illegal value", False),
+])
+def test_cublas_invalid_value_log_line(text, strict):
+    assert ("cublas-cudnn-status" in ids(text)) is strict, ids(text)
