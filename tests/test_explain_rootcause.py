@@ -1225,9 +1225,39 @@ LIBCUDA_MISSING = "ImportError: libcuda.so.1: cannot open shared object file: No
     # a Kubernetes pod without libcuda was not given the GPU (session 27, fresh16/fresh18 in-sample)
     ("TensorFlow on kubernetes with the device plugin:\n" + LIBCUDA_MISSING, "container-toolkit"),
     ("docker run --runtime nvidia works, but in a kubernetes pod:\n" + LIBCUDA_MISSING, "container-toolkit"),
+    # (session 27 review) NVML's library too, and the other words for a cluster
+    ("OSError: libnvidia-ml.so.1: cannot open shared object file: No such file or directory\n(gpustat)",
+     "no-driver-or-device"),
+    ("$ kubectl logs gpu-pod\nOSError: libnvidia-ml.so.1: cannot open shared object file: No such file or directory",
+     "container-toolkit"),
+    ("k3s node, pod with nvidia.com/gpu: 1\n" + LIBCUDA_MISSING, "container-toolkit"),
+    ("I1120 main.go:256] Detected non-NVML platform: could not load NVML library: libnvidia-ml.so.1: cannot open "
+     "shared object file: No such file or directory", "container-toolkit"),
+    # the other containers, and an image build (no GPU in `docker build`'s RUN steps)
+    ("Step 8/24 : RUN python3 -c \"import tensorflow\"\n ---> Running in 08e7f4469a36\n" + LIBCUDA_MISSING,
+     "container-toolkit"),
+    ("$ singularity exec image.sif python train.py\n" + LIBCUDA_MISSING, "container-toolkit"),
+    ("$ apptainer run --bind /data ./pytorch_latest python train.py\n" + LIBCUDA_MISSING, "container-toolkit"),
+    ("srun --container-image=nvcr.io#nvidia/pytorch:24.01-py3 python t.py\n" + LIBCUDA_MISSING, "container-toolkit"),
+    ("root@pve:~# pct enter 101 (proxmox LXC)\nnvidia-smi: error while loading shared libraries: libnvidia-ml.so.1: "
+     "cannot open shared object file: No such file or directory", "container-toolkit"),
+    # WSL pinned by its Windows drive mount
+    ("user@DESKTOP-ABC123:/mnt/c/Users/me/project$ python train.py\n" + LIBCUDA_MISSING, "wsl"),
 ])
 def test_the_drivers_own_libraries_missing_is_the_drivers_layer(text, first):
     assert ids(text)[:1] == [first], ids(text)
+
+
+@pytest.mark.parametrize("text", [
+    # the unversioned libcuda.so is a developer symlink that WSL and some images lack while the driver works
+    "Could not load library libcudnn_cnn_infer.so.8. Error: libcuda.so: cannot open shared object file: No such file "
+    "or directory",
+    # TensorFlow's start-up warning on a CPU-only run, before the real error
+    "W tensorflow/stream_executor/platform/default/dso_loader.cc:60] Could not load dynamic library 'libcuda.so.1'; "
+    "dlerror: libcuda.so.1: cannot open shared object file: No such file or directory",
+])
+def test_not_the_drivers_layer_for_a_symlink_or_a_warning(text):
+    assert "no-driver-or-device" not in ids(text), ids(text)
 
 
 @pytest.mark.parametrize("text,strict", [
@@ -1235,6 +1265,9 @@ def test_the_drivers_own_libraries_missing_is_the_drivers_layer(text, first):
     ("Kokkos::Cuda::initialize ERROR: likely mismatch of architecture", True),
     ("Kokkos::Cuda::initialize ERROR: running kernels compiled for compute capability 9.0 on device with compute "
      "capability 8.9 is not supported by CUDA!", True),
+    # Kokkos <= 3.0 (kokkos#1944)
+    ("Kokkos::Cuda::initialize ERROR: running kernels compiled for compute capability 0.0 (< 5.0) on device with "
+     "compute capability 5.0 (>=5.0), this would give incorrect results!", True),
     # its warning (older code on a newer GPU runs) is not the error
     ("Kokkos::Cuda::initialize WARNING: running kernels compiled for compute capability 6.1 on device with compute "
      "capability 8.6 , this will likely reduce potential performance.", False),
@@ -1247,8 +1280,12 @@ def test_kokkos_arch_mismatch_is_no_kernel_image(text, strict):
     # cuBLAS's log line for CUBLAS_STATUS_INVALID_VALUE, round 21 (fresh19, in-sample)
     (" ** On entry to GEMM_EX  parameter number 9 had an illegal value\nCUBLAS error: 7", True),
     ("cublasSgemm failed\n ** On entry to SGEMM  parameter number 13 had an illegal value", True),
+    ("THCudaCheck FAIL file=THCBlas.cu\n ** On entry to SGEMV  parameter number 6 had an illegal value", True),
     # CPU BLAS (OpenBLAS) prints the same words: not a CUDA matter
     ("Android openblas:\n ** On entry to SGEMM  parameter number 13 had an illegal value", False),
+    # LAPACK routines are not cuBLAS's, even where CUDA is named (numpy's own wording)
+    ("ValueError: On entry to DLASCL parameter number 4 had an illegal value\ntorch 2.1.0+cu121, CUDA available: True",
+     False),
 ])
 def test_cublas_invalid_value_log_line(text, strict):
     assert ("cublas-cudnn-status" in ids(text)) is strict, ids(text)
