@@ -97,3 +97,14 @@ def test_no_kernel_image_names_the_binary_the_scan_found():
     p = personal.personalise(m, facts, personal.load_matrix())
     text = " ".join(p.notes)
     assert f"{sp}/flash_attn_2_cuda.so" in text and "libcufft" not in text
+
+
+def test_torchs_own_library_names_the_import_order_not_an_install():
+    # reproduced on this project's CI machine: a library linked to libc10 loads only after `import torch`
+    m = match_of("ImportError: libc10.so: cannot open shared object file: No such file or directory\n",
+                 "missing-shared-library")
+    p = personal.personalise(m, {}, personal.load_matrix())
+    assert any("import torch before" in n for n in p.notes), p.notes
+    m = match_of("ImportError: libcudart.so.12: cannot open shared object file: No such file or directory\n",
+                 "missing-shared-library")
+    assert not any("import torch" in n for n in personal.personalise(m, {}, personal.load_matrix()).notes)

@@ -1289,3 +1289,124 @@ def test_kokkos_arch_mismatch_is_no_kernel_image(text, strict):
 ])
 def test_cublas_invalid_value_log_line(text, strict):
     assert ("cublas-cudnn-status" in ids(text)) is strict, ids(text)
+
+
+# torch's newer capability check (torch/cuda/__init__.py `_warn_unsupported_code`, read in the 2.13 wheel): session 28
+TORCH_CC_WARN = ("UserWarning: Found GPU0 NVIDIA GeForce GTX 1060 6GB which is of compute capability (CC) 6.1.\n"
+                 "The following list shows the CCs this version of PyTorch was built for and the hardware CCs it "
+                 "supports:\n- 7.5 which supports hardware CC >=7.5,<8.0\n- 8.0 which supports hardware CC >=8.0,<9.0 "
+                 "except {8.7}\n")
+
+
+@pytest.mark.parametrize("text,first", [
+    (TORCH_CC_WARN + "Your installed torch==2.14.0+cu130 does not include kernels for this GPU. Reinstall the same "
+     "version against a CUDA build that does, e.g.:\ntorch.AcceleratorError: CUDA error: no kernel image is available "
+     "for execution on the device", "torch-arch-unsupported"),
+    # a release the version matrix does not know yet: torch's own words decide, not the matrix
+    (TORCH_CC_WARN.replace("GTX 1060 6GB", "RTX 5090").replace("6.1.", "12.0.") + "No published PyTorch CUDA builds "
+     "for release 2.19.0+cu134 support this GPU. Visit https://pytorch.org/get-started/locally/ to find a compatible "
+     "release.\nRuntimeError: CUDA error: no kernel image is available for execution on the device",
+     "torch-arch-unsupported"),
+    # the paste begins after the "Found GPU0" line
+    ("Your installed torch==2.19.0+cu134 does not include kernels for this GPU. Reinstall the same version against a "
+     "CUDA build that does, e.g.:\nRuntimeError: CUDA error: no kernel image is available for execution on the device",
+     "torch-arch-unsupported"),
+    # Orin's 8.7: the aarch64 wheels' sm_80 kernels run there and the warning is reported harmless; the OOM is the fault
+    ("UserWarning: Found GPU0 Orin which is of compute capability (CC) 8.7.\nNo published PyTorch CUDA builds for "
+     "release 2.13.0+cu130 support this GPU.\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+     "out-of-memory"),
+    # about a GPU other than GPU0 (a display card beside the compute GPU): only a hint beside the real error
+    (TORCH_CC_WARN.replace("GPU0", "GPU1") + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+     "out-of-memory"),
+])
+def test_torch_newer_capability_warning(text, first):
+    assert ids(text)[:1] == [first], ids(text)
+
+
+@pytest.mark.parametrize("text,first", [
+    # a Jetson board by name and a wheel without its architecture (cu128's aarch64 build has no sm_110): torch's own
+    ("Jetson Thor (JetPack 7), torch 2.11.0+cu128 from the cu128 index:\nRuntimeError: CUDA error: no kernel image "
+     "is available for execution on the device", "torch-arch-unsupported"),
+    # NVIDIA's own Jetson wheel (built for the Jetson GPUs) proves nothing about torch: the kernel is someone else's
+    ("Jetson Thor, torch 2.8.0a0+5228986c39.nv25.09\nRuntimeError: CUDA error: no kernel image is available for "
+     "execution on the device", "no-kernel-image"),
+])
+def test_jetson_boards_read_for_the_wheel_gate(text, first):
+    assert ids(text)[:1] == [first], ids(text)
+
+
+@pytest.mark.parametrize("text,first", [
+    # the L4T images' 0-byte placeholders that the nvidia runtime mounts JetPack's libraries over (fresh20, in-sample)
+    ("./segnet-console: error while loading shared libraries: /usr/lib/aarch64-linux-gnu/libnvinfer.so.7: file too "
+     "short\ndocker image that I use: dustynv/jetson-inference:r32.4.4", "container-toolkit"),
+    ("/usr/lib/aarch64-linux-gnu/libcublas.so  file not recognized: File truncated", "container-toolkit"),
+    # a JetPack 4 (r32) image, whose CUDA comes only from the host through the runtime
+    ("root@e22d0ae5ddbc:/# python\nStatus: Downloaded newer image for dustynv/ros:noetic-pytorch-l4t-r32.5.0\n"
+     "OSError: libcurand.so.10: cannot open shared object file: No such file or directory", "container-toolkit"),
+    # started with the runtime: the host itself lacks the library
+    ("docker run --runtime nvidia -it dustynv/jetson-inference:r32.4.4\n./imagenet: error while loading shared "
+     "libraries: /usr/lib/aarch64-linux-gnu/libnvinfer.so.7.1.3 file too short", "missing-shared-library"),
+    # JetPack 5+ images carry CUDA themselves; a Jetson host outside any container: the library is missing
+    ("Jetpack 4.4 DP [L4T 32.4.2] on a Jetson Nano\n./darknet: error while loading shared libraries: "
+     "libcudart.so.10.0: cannot open shared object file: No such file or directory", "missing-shared-library"),
+    # a truncated file elsewhere (a broken download on x86) is not the container runtime
+    ("/usr/lib/x86_64-linux-gnu/libcudnn.so.8: file too short\ncollect2: error: ld returned 1 exit status",
+     "missing-shared-library"),
+])
+def test_jetson_container_libraries_come_from_the_runtime(text, first):
+    assert ids(text)[:1] == [first], ids(text)
+
+
+@pytest.mark.parametrize("text,first", [
+    # an extension imported before torch cannot find torch's own libc10; once torch is imported, its undefined symbol
+    # is the fault (flash-attention#1644, fresh20, in-sample)
+    ("python -c 'import flash_attn_2_cuda'\nImportError: libc10.so: cannot open shared object file: No such file or "
+     "directory\npython -c 'import torch; import flash_attn_2_cuda'\nImportError: /home/u/.local/lib/python3.10/"
+     "site-packages/flash_attn_2_cuda.cpython-310-x86_64-linux-gnu.so: undefined symbol: "
+     "_ZN3c105ErrorC2ENS_14SourceLocationESs", "undefined-symbol"),
+    # alone it is still the loader's failure (the import order), and answered as such
+    ("ImportError: libc10.so: cannot open shared object file: No such file or directory", "missing-shared-library"),
+    # a CUDA library beside an undefined symbol elsewhere stays the loader's failure
+    ("ImportError: libcudart.so.11.0: cannot open shared object file: No such file or directory\nundefined symbol: "
+     "cudaGetDeviceCount", "missing-shared-library"),
+])
+def test_torchs_own_library_missing_is_the_import_order(text, first):
+    assert ids(text)[:1] == [first], ids(text)
+
+
+def test_recorded_extension_before_torch_is_the_loader_with_the_import_order_named():
+    # recorded on the CI-type machine (tests/data/libs/README.md, session 28)
+    text = (Path(__file__).parent / "data" / "libs" / "s28_libc10_before_torch.txt").read_text()
+    assert "OSError: libc10.so: cannot open shared object file" in text
+    assert answer(text, strict=True)[:1] == ["missing-shared-library"], answer(text, strict=True)
+
+
+def test_real_extension_before_torch_cannot_find_libc10(tmp_path):
+    # live: a library linked to torch's libc10 (as every torch extension is) fails to load before `import torch` with
+    # the loader's words, and loads after it; explain reads the real failure as the loader's, with the order named
+    import shutil
+    import subprocess
+    import sys
+
+    torch = pytest.importorskip("torch")
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    lib = Path(torch.__file__).parent / "lib"
+    (tmp_path / "ext.cpp").write_text('extern "C" int ext_answer() { return 42; }\n')
+    so = tmp_path / "libext.so"
+    subprocess.run([cxx, "-shared", "-fPIC", str(tmp_path / "ext.cpp"), "-Wl,--no-as-needed", f"-L{lib}", "-lc10",
+                    "-o", str(so)], check=True, timeout=120)
+    env = {k: v for k, v in __import__("os").environ.items() if k != "LD_LIBRARY_PATH"}
+    before = subprocess.run([sys.executable, "-c", f"import ctypes; ctypes.CDLL({str(so)!r})"], capture_output=True,
+                            text=True, timeout=120, env=env)
+    assert before.returncode != 0 and "libc10.so: cannot open shared object file" in before.stderr, before.stderr
+    after = subprocess.run([sys.executable, "-W", "ignore", "-c",
+                            f"import torch, ctypes; print(ctypes.CDLL({str(so)!r}).ext_answer())"],
+                           capture_output=True, text=True, timeout=300, env=env)
+    assert after.returncode == 0 and after.stdout.strip().endswith("42"), after.stderr
+    assert answer(before.stderr, strict=True)[:1] == ["missing-shared-library"], answer(before.stderr, strict=True)
+    m = next(m for m in rank.matches(SIGS, SCANNER.scan_text(before.stderr)) if m.id == "missing-shared-library")
+    from cudadoctor.explain import personal
+
+    assert any("import torch before" in n for n in personal.personalise(m, {}, personal.load_matrix()).notes)

@@ -218,6 +218,10 @@ def _from_text(match, out: Personal, m) -> None:
         out.notes.append(f"the toolkit found by the build is CUDA {c['nvcc']}")
     if "lib" in c:
         out.notes.append(f"library named: {c['lib']}")
+        if c["lib"].startswith(("libc10", "libtorch", "libshm")):  # torch's own: loaded by `import torch`, never installed
+            out.notes.append(f"{c['lib']} is torch's own library, which `import torch` loads: import torch before the "
+                             f"extension (python -c 'import torch; import <extension>'); if it then fails with an "
+                             f"undefined symbol, the extension was built for another torch")
     if "symbol" in c:
         sym = c["symbol"]
         kind = ("a torch C++ symbol: the extension was built for another torch" if sym.startswith(("_ZN3c10", "_ZN2at", "_ZN5torch"))
