@@ -108,3 +108,14 @@ def test_torchs_own_library_names_the_import_order_not_an_install():
     m = match_of("ImportError: libcudart.so.12: cannot open shared object file: No such file or directory\n",
                  "missing-shared-library")
     assert not any("import torch" in n for n in personal.personalise(m, {}, personal.load_matrix()).notes)
+
+
+def test_only_torchs_own_library_names_the_import_order():
+    # torchaudio's library (loaded by torch.ops.load_library after torch) and a broken torch install are not the order
+    for text in ["OSError: /opt/v/lib/python3.10/site-packages/torchaudio/lib/libtorchaudio.so: cannot open shared "
+                 "object file: No such file or directory\n",
+                 "File \"/opt/v/lib/python3.10/site-packages/torch/__init__.py\", line 229, in <module>\n"
+                 "ImportError: libtorch_cuda.so: cannot open shared object file: No such file or directory\n"]:
+        m = match_of(text, "missing-shared-library")
+        notes = personal.personalise(m, {}, personal.load_matrix()).notes
+        assert not any("import torch before" in n for n in notes), notes

@@ -1315,6 +1315,9 @@ TORCH_CC_WARN = ("UserWarning: Found GPU0 NVIDIA GeForce GTX 1060 6GB which is o
     ("UserWarning: Found GPU0 Orin which is of compute capability (CC) 8.7.\nNo published PyTorch CUDA builds for "
      "release 2.13.0+cu130 support this GPU.\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
      "out-of-memory"),
+    # Orin named by its board where the paste starts below the "Found GPU0" line
+    ("Jetson AGX Orin 32GB, JetPack 6.2\nUserWarning: Your installed torch==2.9.0 does not include kernels for this "
+     "GPU.\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB", "out-of-memory"),
     # about a GPU other than GPU0 (a display card beside the compute GPU): only a hint beside the real error
     (TORCH_CC_WARN.replace("GPU0", "GPU1") + "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
      "out-of-memory"),
@@ -1324,14 +1327,20 @@ def test_torch_newer_capability_warning(text, first):
 
 
 @pytest.mark.parametrize("text,first", [
-    # a Jetson board by name and a wheel without its architecture (cu128's aarch64 build has no sm_110): torch's own
-    ("Jetson Thor (JetPack 7), torch 2.11.0+cu128 from the cu128 index:\nRuntimeError: CUDA error: no kernel image "
-     "is available for execution on the device", "torch-arch-unsupported"),
-    # NVIDIA's own Jetson wheel (built for the Jetson GPUs) proves nothing about torch: the kernel is someone else's
-    ("Jetson Thor, torch 2.8.0a0+5228986c39.nv25.09\nRuntimeError: CUDA error: no kernel image is available for "
+    # Jetson boards are not read for the wheel gate: the matrix's arch lists are the x86_64 wheels' (the cu130 aarch64
+    # build has Thor's sm_110), and Tegra GPUs do not run other kernels of their major (review s28)
+    ("Jetson AGX Thor, JetPack 7.0, torch 2.9.0+cu130 (pip, aarch64)\nFile \"/opt/v/mmcv/ops/nms.py\", line 27\n"
+     "RuntimeError: CUDA error: no kernel image is available for execution on the device", "no-kernel-image"),
+    # NVIDIA's own builds ("a0+<hash>.nvYY.MM", "+nvYY.MM") are not the PyPI wheels the matrix lists: they prove nothing
+    ("RTX 5090, torch 2.5.0a0+872d972e41.nv24.08\nRuntimeError: CUDA error: no kernel image is available for "
      "execution on the device", "no-kernel-image"),
+    ("RTX 5090, torch-2.0.0+nv23.05\nRuntimeError: CUDA error: no kernel image is available for execution on the "
+     "device", "no-kernel-image"),
+    # the PyPI wheel of that release does prove it
+    ("RTX 5090, torch 2.5.0\nRuntimeError: CUDA error: no kernel image is available for execution on the device",
+     "torch-arch-unsupported"),
 ])
-def test_jetson_boards_read_for_the_wheel_gate(text, first):
+def test_the_wheel_gate_reads_only_wheels_and_gpus_the_matrix_describes(text, first):
     assert ids(text)[:1] == [first], ids(text)
 
 
@@ -1339,22 +1348,47 @@ def test_jetson_boards_read_for_the_wheel_gate(text, first):
     # the L4T images' 0-byte placeholders that the nvidia runtime mounts JetPack's libraries over (fresh20, in-sample)
     ("./segnet-console: error while loading shared libraries: /usr/lib/aarch64-linux-gnu/libnvinfer.so.7: file too "
      "short\ndocker image that I use: dustynv/jetson-inference:r32.4.4", "container-toolkit"),
-    ("/usr/lib/aarch64-linux-gnu/libcublas.so  file not recognized: File truncated", "container-toolkit"),
+    ("root@2705d68d0852:/# in the container built FROM dustynv/jetson-inference\n/usr/lib/aarch64-linux-gnu/"
+     "libcublas.so  file not recognized: File truncated", "container-toolkit"),
+    # the driver's own library empty in an x86 container (R3Det_Tensorflow#78, review s28)
+    ("docker run -it tf-image python demo.py\nImportError: /usr/lib/x86_64-linux-gnu/libcuda.so.1: file too short",
+     "container-toolkit"),
     # a JetPack 4 (r32) image, whose CUDA comes only from the host through the runtime
     ("root@e22d0ae5ddbc:/# python\nStatus: Downloaded newer image for dustynv/ros:noetic-pytorch-l4t-r32.5.0\n"
      "OSError: libcurand.so.10: cannot open shared object file: No such file or directory", "container-toolkit"),
-    # started with the runtime: the host itself lacks the library
+    # started with the runtime (a flag, compose, the daemon's default, the project's run script): the host lacks it
     ("docker run --runtime nvidia -it dustynv/jetson-inference:r32.4.4\n./imagenet: error while loading shared "
      "libraries: /usr/lib/aarch64-linux-gnu/libnvinfer.so.7.1.3 file too short", "missing-shared-library"),
-    # JetPack 5+ images carry CUDA themselves; a Jetson host outside any container: the library is missing
+    ("services:\n  app:\n    image: dustynv/jetson-inference:r32.4.4\n    runtime: nvidia\n./imagenet: error while "
+     "loading shared libraries: /usr/lib/aarch64-linux-gnu/libnvinfer.so.7.1.3 file too short",
+     "missing-shared-library"),
+    ("$ docker/run.sh\n./imagenet: error while loading shared libraries: /usr/lib/aarch64-linux-gnu/libnvinfer.so.7"
+     ".1.3 file too short\n(dustynv/jetson-inference:r32.4.4 in the container)", "missing-shared-library"),
+    # no container at all: the file is damaged on the host (review s28)
+    ("Jetson Nano 4GB, JetPack 4.6.1, no docker, after an apt upgrade was interrupted by a power cut\nImportError: "
+     "/usr/lib/aarch64-linux-gnu/libnvinfer.so.8: file too short", "missing-shared-library"),
+    ("GH200 (aarch64), pip install in a venv\nOSError: /usr/lib/aarch64-linux-gnu/libcudnn.so.9: file too short",
+     "missing-shared-library"),
+    # an r32 image on a JetPack 5 host: the image does not match the host's L4T release
+    ("JetPack 5.1.2 [L4T 35.4.1]\n$ docker run -it dustynv/ros:noetic-pytorch-l4t-r32.7.1\nOSError: libcurand.so.10: "
+     "cannot open shared object file: No such file or directory", "missing-shared-library"),
+    # a Jetson host outside any container
     ("Jetpack 4.4 DP [L4T 32.4.2] on a Jetson Nano\n./darknet: error while loading shared libraries: "
      "libcudart.so.10.0: cannot open shared object file: No such file or directory", "missing-shared-library"),
-    # a truncated file elsewhere (a broken download on x86) is not the container runtime
+    # a truncated CUDA library elsewhere (a broken download on x86), and the loader's other wording for it
     ("/usr/lib/x86_64-linux-gnu/libcudnn.so.8: file too short\ncollect2: error: ld returned 1 exit status",
      "missing-shared-library"),
+    ("OSError: /opt/venv/lib/python3.10/site-packages/nvidia/cublas/lib/libcublas.so.12: cannot read file data: "
+     "Input/output error", "missing-shared-library"),
 ])
-def test_jetson_container_libraries_come_from_the_runtime(text, first):
+def test_empty_libraries_the_runtime_should_have_mounted(text, first):
     assert ids(text)[:1] == [first], ids(text)
+
+
+def test_a_users_own_truncated_build_output_is_not_a_cuda_library():
+    # an interrupted build truncates the user's own objects: no CUDA library is named (review s28)
+    text = "/usr/bin/ld: build/libmyops.so: file not recognized: File truncated\ncollect2: error: ld returned 1 exit status"
+    assert "missing-shared-library" not in answer(text, strict=True), answer(text, strict=True)
 
 
 @pytest.mark.parametrize("text,first", [
@@ -1372,6 +1406,24 @@ def test_jetson_container_libraries_come_from_the_runtime(text, first):
 ])
 def test_torchs_own_library_missing_is_the_import_order(text, first):
     assert ids(text)[:1] == [first], ids(text)
+
+
+@pytest.mark.parametrize("text", [
+    # not torch's own (review s28): torchaudio's library, and libtorch_cuda_cu that torch >= 1.13 no longer has
+    "OSError: /opt/v/lib/python3.10/site-packages/torchaudio/lib/libtorchaudio.so: cannot open shared object file: No "
+    "such file or directory\nundefined symbol: _ZN2at4_ops5zeros4callEv",
+    "ImportError: libtorch_cuda_cu.so: cannot open shared object file: No such file or directory\nundefined symbol: "
+    "_ZN3c104cuda9SetDeviceEi",
+    # torch itself failing to load its library (a broken install), and a libtorch C++ program (rpath)
+    "File \"/opt/v/lib/python3.10/site-packages/torch/__init__.py\", line 229, in <module>\n    from torch._C import *\n"
+    "ImportError: libtorch_cuda.so: cannot open shared object file: No such file or directory\nundefined symbol: "
+    "cudaGetDeviceCount",
+    "./example-app: error while loading shared libraries: libc10.so: cannot open shared object file: No such file or "
+    "directory\nundefined symbol: _ZN3c104cuda9SetDeviceEi",
+])
+def test_other_libraries_and_torch_itself_stay_the_loaders_failure(text):
+    # an undefined symbol elsewhere in the report does not outrank a library the loader really could not find
+    assert ids(text)[:1] == ["missing-shared-library"], ids(text)
 
 
 def test_recorded_extension_before_torch_is_the_loader_with_the_import_order_named():

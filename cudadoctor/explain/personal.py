@@ -218,10 +218,21 @@ def _from_text(match, out: Personal, m) -> None:
         out.notes.append(f"the toolkit found by the build is CUDA {c['nvcc']}")
     if "lib" in c:
         out.notes.append(f"library named: {c['lib']}")
-        if c["lib"].startswith(("libc10", "libtorch", "libshm")):  # torch's own: loaded by `import torch`, never installed
-            out.notes.append(f"{c['lib']} is torch's own library, which `import torch` loads: import torch before the "
-                             f"extension (python -c 'import torch; import <extension>'); if it then fails with an "
-                             f"undefined symbol, the extension was built for another torch")
+    if "torch_lib" in c:  # torch's own, which `import torch` loads (missing-shared-library's import-order hint)
+        out.notes.append(f"{c['torch_lib']} is torch's own library, which `import torch` loads: import torch before "
+                         f"the extension (python -c 'import torch; import <extension>'); if it then fails with an "
+                         f"undefined symbol, the extension was built for another torch")
+    short = versions.reading(c, "short_lib")
+    if short:
+        out.notes.append(f"{short} is empty or cut short: check it with ls -l {short}, then reinstall the package "
+                         f"that owns it (dpkg -S {short} or rpm -qf {short}) or rebuild it")
+    if "jetson_lib" in c:  # container-toolkit's empty-placeholder patterns: the runtime mounts the host's libraries
+        lib = c["jetson_lib"]
+        jetson = "aarch64" in lib or "tegra" in lib or not lib.rsplit("/", 1)[-1].startswith(("libcuda.", "libnvidia-"))
+        how = ("--runtime nvidia (Jetson does not support --gpus)" if jetson else "--gpus all (or --runtime nvidia)")
+        out.notes.append(f"{lib} is one of the libraries the nvidia runtime mounts from the host: start the container "
+                         f"with {how}, and for docker build set \"default-runtime\": \"nvidia\" in "
+                         f"/etc/docker/daemon.json, then restart docker")
     if "symbol" in c:
         sym = c["symbol"]
         kind = ("a torch C++ symbol: the extension was built for another torch" if sym.startswith(("_ZN3c10", "_ZN2at", "_ZN5torch"))
