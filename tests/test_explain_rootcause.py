@@ -1462,3 +1462,16 @@ def test_real_extension_before_torch_cannot_find_libc10(tmp_path):
     from cudadoctor.explain import personal
 
     assert any("import torch before" in n for n in personal.personalise(m, {}, personal.load_matrix()).notes)
+
+
+@pytest.mark.parametrize("text,first", [
+    # a driver version read as 0.0 is no driver at all (NVIDIA/warp#672, fresh21, in-sample)
+    ("Warp CUDA error: Could not open libcuda.so.\nWarp 1.7.0 initialized:\n   CUDA Toolkit 12.8, Driver 0.0 (insufficient "
+     "CUDA driver version!)\nThe minimum required CUDA driver version is 12.0, but the installed CUDA driver version is "
+     "0.0.", "no-driver-or-device"),
+    # a real old driver stays driver-too-old
+    ("Warp 1.7.0 initialized:\n   CUDA Toolkit 12.8, Driver 11.4 (insufficient CUDA driver version!)\nThe minimum "
+     "required CUDA driver version is 12.0, but the installed CUDA driver version is 11.4.", "driver-too-old"),
+])
+def test_a_driver_version_of_zero_is_no_driver(text, first):
+    assert ids(text)[:1] == [first], ids(text)
