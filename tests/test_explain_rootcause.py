@@ -1475,3 +1475,21 @@ def test_real_extension_before_torch_cannot_find_libc10(tmp_path):
 ])
 def test_a_driver_version_of_zero_is_no_driver(text, first):
     assert ids(text)[:1] == [first], ids(text)
+
+
+def test_real_torch_capability_warning_recorded_on_the_h200():
+    # tests/data/h200/README.md, session 28: torch 2.11's own check on a real H200 with an arch list lacking sm_90
+    text = (Path(__file__).parent / "data" / "h200" / "s28_torch_cc_warning.txt").read_text()
+    assert answer(text, strict=True)[:1] == ["torch-arch-unsupported"], answer(text, strict=True)
+    # the paste that holds only the newer warning (its first five lines): torch's own words still decide
+    first = "\n".join(text.splitlines()[:5])
+    assert "is not compatible with the current PyTorch installation" not in first
+    assert answer(first, strict=True)[:1] == ["torch-arch-unsupported"], answer(first, strict=True)
+
+
+def test_real_libc10_before_torch_recorded_on_the_h200():
+    # the same import-order failure with the CUDA torch on the GPU machine: the loader's failure, the order named
+    text = (Path(__file__).parent / "data" / "h200" / "s28_libc10_before_torch.txt").read_text()
+    assert answer(text, strict=True)[:1] == ["missing-shared-library"], answer(text, strict=True)
+    m = next(m for m in rank.matches(SIGS, SCANNER.scan_text(text)) if m.id == "missing-shared-library")
+    assert m.captures.get("torch_lib") == "libc10.so"
