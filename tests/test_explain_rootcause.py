@@ -1485,6 +1485,10 @@ def test_real_torch_capability_warning_recorded_on_the_h200():
     first = "\n".join(text.splitlines()[:5])
     assert "is not compatible with the current PyTorch installation" not in first
     assert answer(first, strict=True)[:1] == ["torch-arch-unsupported"], answer(first, strict=True)
+    # and its last line alone, torch 2.11's ending of it
+    last = text.splitlines()[4]
+    assert last.startswith("Please follow the instructions"), last
+    assert answer(last, strict=True)[:1] == ["torch-arch-unsupported"], answer(last, strict=True)
 
 
 def test_real_libc10_before_torch_recorded_on_the_h200():
