@@ -1497,3 +1497,29 @@ def test_real_libc10_before_torch_recorded_on_the_h200():
     assert answer(text, strict=True)[:1] == ["missing-shared-library"], answer(text, strict=True)
     m = next(m for m in rank.matches(SIGS, SCANNER.scan_text(text)) if m.id == "missing-shared-library")
     assert m.captures.get("torch_lib") == "libc10.so"
+
+
+@pytest.mark.parametrize("text,first", [
+    # (review s28b) Warp's warning alone, its sentence ending in a full stop; other spellings of a zero driver version
+    ("Warp UserWarning:\n   Insufficient CUDA driver version.\n   The minimum required CUDA driver version is 12.0, but the "
+     "installed CUDA driver version is 0.0.\n", "no-driver-or-device"),
+    ("CUDA Driver Version:0.00\nCUDA Runtime Version: 12.4", "no-driver-or-device"),
+    # the literals kept for speed still read the wordings they stood for
+    ("I get an 804 error when running torch in the container", "forward-compat"),
+    ("glog: Check failed: error == cudaSuccess 35vs0", "driver-too-old"),
+    ("We have 8 H100 GPUs on this box.\nUserWarning: CUDA initialization: Unexpected error from cudaGetDeviceCount(). "
+     "Did you run some cuda functions before calling NumCudaDevices() that might have already set an error?",
+     "fabric-manager"),
+    ("GCP a3-highgpu-8g\nUserWarning: CUDA initialization: Unexpected error from cudaGetDeviceCount(). Did you run some "
+     "cuda functions before calling NumCudaDevices() that might have already set an error?", "fabric-manager"),
+    # a CUDA_HOME ending in "/" doubles the slash of a truncated library's path
+    ("ImportError: /usr/local/cuda//lib64/libcublasLt.so.12: file too short", "missing-shared-library"),
+])
+def test_review_s28b_wordings(text, first):
+    assert ids(text)[:1] == [first], ids(text)
+
+
+def test_truncated_library_path_is_read_whole_with_a_double_slash():
+    text = "ImportError: /usr/local/cuda//lib64/libcublasLt.so.12: file too short"
+    m = next(m for m in rank.matches(SIGS, SCANNER.scan_text(text)) if m.id == "missing-shared-library")
+    assert versions.reading(m.captures, "short_lib") == "/usr/local/cuda//lib64/libcublasLt.so.12", m.captures
