@@ -119,3 +119,10 @@ def test_only_torchs_own_library_names_the_import_order():
         m = match_of(text, "missing-shared-library")
         notes = personal.personalise(m, {}, personal.load_matrix()).notes
         assert not any("import torch before" in n for n in notes), notes
+
+
+def test_a_library_named_at_a_sentences_end_loses_the_full_stop():
+    m = match_of("Could not load library libcudnn_cnn_infer.so.8. Error: libcuda.so: cannot open shared object file\n",
+                 "missing-shared-library")
+    notes = personal.personalise(m, {}, personal.load_matrix()).notes
+    assert any(n.startswith("library named: lib") and not n.endswith(".") for n in notes), notes

@@ -202,7 +202,8 @@ def personalise(match, facts: dict, m=None) -> Personal:
 
 
 def _from_text(match, out: Personal, m) -> None:
-    c = match.captures
+    # a library name read up to a sentence's full stop ("... libcudnn_cnn_infer.so.8.") is named without it
+    c = {k: (v.rstrip(".") if isinstance(v, str) and "lib" in k else v) for k, v in match.captures.items()}
     if "sm" in c:
         cc = compat.parse_cc(c["sm"])
         a = arch_name(m, cc)
