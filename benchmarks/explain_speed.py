@@ -21,7 +21,7 @@ import tempfile
 import time
 
 MESSAGE = "RuntimeError: CUDA error: no kernel image is available for execution on the device"
-HEAVY = ("torch", "pynvml", "rich.console", "rich.table", "rich.progress", "numpy")
+HEAVY = ("torch", "pynvml", "rich.console", "rich.table", "rich.progress", "numpy", "pydantic")
 
 STARTUP_TARGET_S = 0.3
 LOG_TARGET_S = 3.0

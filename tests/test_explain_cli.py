@@ -110,5 +110,6 @@ def test_startup_imports_nothing_heavy():
                         "no kernel image is available"], capture_output=True, timeout=60, text=True)
     assert p.returncode == 0, p.stderr[-2000:]
     mods = {ln.split("|")[-1].strip() for ln in p.stderr.splitlines() if ln.startswith("import time:")}
-    heavy = {m for m in mods if m.split(".")[0] in ("torch", "pynvml", "numpy") or m in ("rich.console", "rich.table")}
+    heavy = {m for m in mods if m.split(".")[0] in ("torch", "pynvml", "numpy", "pydantic")
+             or m in ("rich.console", "rich.table")}
     assert not heavy, heavy
