@@ -22,7 +22,9 @@ KILL_GRACE_S = 2.0
 # Children still running, so that Ctrl-C / SIGTERM can kill them: they run in their own sessions and
 # never see the terminal's signals themselves.
 _LIVE: set = set()
-_LIVE_LOCK = threading.Lock()
+# Re-entrant: kill_all runs in the Ctrl-C handler, which interrupts the main thread wherever it is, also inside
+# `with _LIVE_LOCK` (a child being started or reaped); a plain Lock would deadlock cudadoctor there.
+_LIVE_LOCK = threading.RLock()
 _STOPPING = threading.Event()
 
 

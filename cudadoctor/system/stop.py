@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 
 from cudadoctor.system import proc
 
 
 def _stop_on_signal(signum, frame) -> None:  # pragma: no cover - exercised by tests/faults
-    proc.kill_all()
     try:
-        sys.stderr.write("cudadoctor: interrupted\n")
-        sys.stderr.flush()
-    except (OSError, ValueError):
+        proc.kill_all()
+        # os.write, not sys.stderr: the handler may interrupt the main thread inside a write to sys.stderr, and
+        # re-entering its buffer raises RuntimeError, which would skip the exit below
+        os.write(2, b"cudadoctor: interrupted\n")
+    except BaseException:  # noqa: BLE001 - whatever happens, stop
         pass
     os._exit(128 + signum)
 
