@@ -1523,3 +1523,25 @@ def test_truncated_library_path_is_read_whole_with_a_double_slash():
     text = "ImportError: /usr/local/cuda//lib64/libcublasLt.so.12: file too short"
     m = next(m for m in rank.matches(SIGS, SCANNER.scan_text(text)) if m.id == "missing-shared-library")
     assert versions.reading(m.captures, "short_lib") == "/usr/local/cuda//lib64/libcublasLt.so.12", m.captures
+
+
+@pytest.mark.parametrize("text,first", [
+    # (round 25) insmod's ENODEV: nvidia.ko found no GPU to bind (a GPU-less cloud instance), with NVRM's older wording
+    ("modprobe: ERROR: could not insert 'nvidia': No such device\n[ 2010.61] NVRM: No NVIDIA graphics adapter found!",
+     "no-driver-or-device"),
+    ("GpuContext::Startup\nmodprobe: ERROR: could not insert 'nvidia': No such device", "no-driver-or-device"),
+    # ...but NVRM saying why it refused a GPU that is there is the install's fault
+    ("modprobe: ERROR: could not insert 'nvidia': No such device\nNVRM: The NVIDIA probe routine was not called for "
+     "1 device(s).", "driver-install"),
+    ("NVRM: The NVIDIA GeForce GT 730 GPU installed in this system is not supported by the 535.54.03 NVIDIA Linux "
+     "driver release.\nmodprobe: ERROR: could not insert 'nvidia': No such device", "driver-install"),
+    # other insmod failures stay the install's
+    ("modprobe: ERROR: could not insert 'nvidia': Key was rejected by service", "driver-install"),
+    ("modprobe: ERROR: could not insert 'nvidia': Exec format error", "driver-install"),
+    # NCCL's P2P transport failing to map a peer's memory: NCCL's failure, whatever CUDA code it carries
+    ("node1:22671:22795 [1] transport/p2p.cu:431 WARN failed to open CUDA IPC handle : 30 unknown error", "nccl"),
+    # CUDA's legacy 30 elsewhere is still read
+    ("CUDA error 30: unknown error", "device-lost"),
+])
+def test_round25_root_causes(text, first):
+    assert answer(text, strict=True)[:1] == [first], answer(text, strict=True)

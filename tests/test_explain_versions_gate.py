@@ -171,3 +171,38 @@ def test_the_fallback_note_names_no_release():
     notes = personal.personalise(found[0], {}, personal.load_matrix()).notes
     assert any("runs torch on a GPU of compute capability 3.5" in n for n in notes), notes
     assert not any("names torch import torch" in n for n in notes), notes
+
+
+@pytest.mark.parametrize("arch, nvcc, lacks", [
+    ("sm_100", "12.6", True),  # Blackwell's sm_100 came with CUDA 12.8
+    ("sm_100", "12.8", False),
+    ("compute_35", "12.4", True),  # Kepler's last nvcc was 11.8
+    ("compute_35", "11.8", False),
+    ("sm_90a", "11.8", False),  # an arch-specific variant is read as its compute capability
+    ("sm_61", "13.0", True),  # CUDA 13 dropped Pascal
+    ("sm_999", "12.6", False),  # an arch the matrix does not know proves nothing
+    ("sm_100", "banana", False),
+])
+def test_nvcc_lacks_arch(arch, nvcc, lacks):
+    assert versions.nvcc_lacks_arch(arch, nvcc) is lacks
+
+
+@pytest.mark.parametrize("text, first", [
+    # (round 25, gdrcopy#325's shape) a prose report: the arch nvcc lacks and nvcc's own version line
+    ("building with CUDA 12.6 fails as it does not support `sm_100`.\n$ nvcc --version\n"
+     "Cuda compilation tools, release 12.6, V12.6.68", "nvcc-unsupported-arch"),
+    ("nvcc 12.4 with -gencode arch=compute_35,code=sm_35: the build stops", "nvcc-unsupported-arch"),
+])
+def test_nvcc_gate_confirms_without_the_error_line(text, first):
+    assert answer(text, strict=True)[:1] == [first], answer(text, strict=True)
+
+
+@pytest.mark.parametrize("text", [
+    # the nvcc can build the arch: nothing to confirm
+    "building with CUDA 12.8, which does support `sm_100`.\nCuda compilation tools, release 12.8, V12.8.61",
+    # an arch without an nvcc, or an nvcc without an arch, proves nothing
+    "my build does not support `sm_100` yet",
+    "Cuda compilation tools, release 12.6, V12.6.68",
+])
+def test_nvcc_gate_needs_both_and_a_lack(text):
+    assert "nvcc-unsupported-arch" not in answer(text, strict=True), answer(text, strict=True)

@@ -115,8 +115,21 @@ def wheels_lacking(gpu: str) -> tuple:
         return 0, 0
 
 
+def nvcc_lacks_arch(arch: str, nvcc: str) -> bool:
+    """Can the nvcc a report shows ('12.6', from its version line) not build the architecture the report targets
+    ('sm_100', 'compute_35', 'sm_90a'), by the version matrix (the arch's first and last nvcc)? False when the matrix
+    cannot say (an arch or a release it does not know): the gate then proves nothing."""
+    try:
+        from cudadoctor import matrix
+
+        cc = compat.parse_cc(arch)
+        return bool(cc) and matrix.load().nvcc_supports_cc(nvcc, cc) is False
+    except Exception:  # noqa: BLE001 - the matrix is optional to explain
+        return False
+
+
 GATES = {"driver_too_old": driver_too_old, "differs": differs,  # name in the signature data -> comparison
-         "wheel_lacks_arch": wheel_lacks_arch}
+         "wheel_lacks_arch": wheel_lacks_arch, "nvcc_lacks_arch": nvcc_lacks_arch}
 
 
 def reading(caps: dict, name: str) -> Optional[str]:
