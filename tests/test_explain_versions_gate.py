@@ -206,3 +206,15 @@ def test_nvcc_gate_confirms_without_the_error_line(text, first):
 ])
 def test_nvcc_gate_needs_both_and_a_lack(text):
     assert "nvcc-unsupported-arch" not in answer(text, strict=True), answer(text, strict=True)
+
+
+def test_real_nvcc13_refusing_sm_61_with_and_without_its_error_line():
+    # recorded here: nvcc 13.0 asked for Pascal's sm_61 (CUDA 13 dropped it)
+    from pathlib import Path
+
+    text = (Path(__file__).parent / "data" / "nvcc" / "s29_nvcc13_sm61.txt").read_text()
+    assert "Unsupported gpu architecture 'sm_61'" in text
+    assert answer(text, strict=True)[:1] == ["nvcc-unsupported-arch"], answer(text, strict=True)
+    # the error line gone (a report that paraphrases it): nvcc's release and the arch it was asked for still say it
+    rest = "\n".join(ln for ln in text.splitlines() if "nvcc fatal" not in ln)
+    assert answer(rest, strict=True)[:1] == ["nvcc-unsupported-arch"], answer(rest, strict=True)
