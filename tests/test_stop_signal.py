@@ -38,3 +38,20 @@ def test_ctrl_c_exits_130_wherever_it_lands(where):
         pytest.fail(f"Ctrl-C {where}: cudadoctor hung")
     assert p.returncode == 130, (p.returncode, p.stderr[-2000:])
     assert "cudadoctor: interrupted" in p.stderr and "not stopped" not in p.stdout
+
+
+def test_a_forked_child_signalled_before_its_own_handling_exits_silently():
+    # explain's scan workers are forked from cudadoctor and inherit its handler until their initializer runs: a Ctrl-C
+    # in that window must not print the parent's message once per worker
+    code = ("import os, signal, sys, time\n"
+            "from cudadoctor.system import stop\n"
+            "stop.install()\n"
+            "pid = os.fork()\n"
+            "if pid == 0:\n"
+            "    os.kill(os.getpid(), signal.SIGINT)\n"
+            "    time.sleep(5)\n"
+            "    os._exit(0)\n"
+            "print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=20)
+    assert p.returncode == 0 and p.stdout.strip() == "130", (p.returncode, p.stdout, p.stderr[-2000:])
+    assert "interrupted" not in p.stderr

@@ -26,7 +26,7 @@ def register(app: typer.Typer) -> None:
         import os
         import sys
 
-        from cudadoctor.explain import personal, rank, render, scan, signatures
+        from cudadoctor.explain import personal, rank, render, scan, scan_pool, signatures
 
         def usage(msg: str) -> "typer.Exit":
             typer.echo(f"cudadoctor explain: {msg}", err=True)
@@ -53,12 +53,12 @@ def register(app: typer.Typer) -> None:
             with fh:  # no seeking back: --file may be a pipe or a FIFO
                 head = fh.read(65536)
                 sample = head.decode("utf-8", "replace")
-                res = scanner.scan_stream(_Prefixed(head, fh))
+                res = scanner.scan_stream(_Prefixed(head, fh), workers=scan_pool.default_workers())
         elif args == ["-"]:
             stream = sys.stdin.buffer
             head = stream.read(65536)
             sample = head.decode("utf-8", "replace")
-            res = scanner.scan_stream(_Prefixed(head, stream))
+            res = scanner.scan_stream(_Prefixed(head, stream), workers=scan_pool.default_workers())
         elif args:
             sample = " ".join(args)
             res = scanner.scan_text(sample)

@@ -131,43 +131,51 @@ class Scanner:
     def scan_text(self, text: str) -> ScanResult:
         return self.scan_stream(io.BytesIO(text.encode("utf-8", "surrogateescape")))
 
-    def scan_stream(self, f: BinaryIO, max_bytes: Optional[int] = None) -> ScanResult:
-        """Scan a binary stream to its end (or `max_bytes`)."""
+    def scan_stream(self, f: BinaryIO, max_bytes: Optional[int] = None, workers: int = 1) -> ScanResult:
+        """Scan a binary stream to its end (or `max_bytes`). With workers > 1, the blocks after the first few MiB are
+        scanned by that many forked processes (scan_pool: only from a process with no other thread); same result."""
+        from cudadoctor.explain import scan_pool
+
         res = ScanResult()
+        blocks = scan_pool.Blocks(self, res, workers)
         carry = b""
         skip = 0  # leading bytes of this block already scanned (the overlap of a cut line)
         pos_base = 0  # byte offset of this block in the input
         line_base = 0
         read = 0
-        while True:
-            want = CHUNK if max_bytes is None else min(CHUNK, max(0, max_bytes - read))
-            block = f.read(want) if want else b""
-            read += len(block)
-            data = carry + block
-            if not data:
-                break
-            overlap = 0
-            if not block:
-                proc, carry = data, b""
-            else:
-                nl = data.rfind(b"\n")
-                if nl >= 0 and len(data) - nl - 1 <= MAX_CARRY:
-                    proc, carry = data[: nl + 1], data[nl + 1:]
-                elif len(data) > MAX_CARRY:  # inside a very long line: cut it, keep an overlap
-                    proc, carry = data, data[-OVERLAP:]
-                    overlap = len(carry)
+        try:
+            while True:
+                want = CHUNK if max_bytes is None else min(CHUNK, max(0, max_bytes - read))
+                block = f.read(want) if want else b""
+                read += len(block)
+                data = carry + block
+                if not data:
+                    break
+                overlap = 0
+                if not block:
+                    proc, carry = data, b""
                 else:
-                    carry = data
-                    continue
-            if res.blank and proc[skip:].strip():
-                res.blank = False
-            low = proc.lower()  # ASCII-only lower-casing; literals are ASCII
-            self._scan_block(proc, low, skip, pos_base, line_base, res)
-            line_base += low.count(b"\n")
-            pos_base += len(proc) - overlap
-            skip = overlap
-            if not block:
-                break
+                    nl = data.rfind(b"\n")
+                    if nl >= 0 and len(data) - nl - 1 <= MAX_CARRY:
+                        proc, carry = data[: nl + 1], data[nl + 1:]
+                    elif len(data) > MAX_CARRY:  # inside a very long line: cut it, keep an overlap
+                        proc, carry = data, data[-OVERLAP:]
+                        overlap = len(carry)
+                    else:
+                        carry = data
+                        continue
+                if res.blank and proc[skip:].strip():
+                    res.blank = False
+                blocks.add(proc, skip, pos_base, line_base)  # searched ASCII-lower-cased; literals are ASCII
+                line_base += proc.count(b"\n")
+                pos_base += len(proc) - overlap
+                skip = overlap
+                if not block:
+                    break
+            blocks.finish()
+        except BaseException:
+            blocks.abort()
+            raise
         res.bytes = read
         res.lines = line_base + (0 if res.blank or proc.endswith(b"\n") else 1)
         return res

@@ -8,8 +8,12 @@ import signal
 
 from cudadoctor.system import proc
 
+_PID = 0  # the process that installed the handler; a process forked from it (explain's scan workers) inherits it
+
 
 def _stop_on_signal(signum, frame) -> None:  # pragma: no cover - exercised by tests/faults
+    if os.getpid() != _PID:  # a forked worker, signalled before it set its own handling: the parent speaks
+        os._exit(128 + signum)
     try:
         proc.kill_all()
         # os.write, not sys.stderr: the handler may interrupt the main thread inside a write to sys.stderr, and
@@ -21,6 +25,8 @@ def _stop_on_signal(signum, frame) -> None:  # pragma: no cover - exercised by t
 
 
 def install() -> None:
+    global _PID
+    _PID = os.getpid()
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
             if signal.getsignal(sig) is not signal.SIG_IGN:  # keep `nohup`/background-job semantics
