@@ -1545,3 +1545,27 @@ def test_truncated_library_path_is_read_whole_with_a_double_slash():
 ])
 def test_round25_root_causes(text, first):
     assert answer(text, strict=True)[:1] == [first], answer(text, strict=True)
+
+
+@pytest.mark.parametrize("text,not_first", [
+    # (review s29) NVRM found the GPU but could not bring it up: not a missing GPU
+    ("modprobe: ERROR: could not insert 'nvidia': No such device\nNVRM: This PCI I/O region assigned to your NVIDIA "
+     "device is invalid:\nNVRM: BAR1 is 0M @ 0x0 (PCI:0000:0b:00.0)", "no-driver-or-device"),
+    ("modprobe: ERROR: could not insert 'nvidia': No such device\nNVRM: The NVIDIA probe routine failed for 1 "
+     "device(s).\nNVRM: None of the NVIDIA graphics adapters were initialized!", "no-driver-or-device"),
+    # Triton's CUDA shared memory, not NCCL
+    ("tritonclient.utils.InferenceServerException: [StatusCode.INVALID_ARGUMENT] failed to register CUDA shared memory "
+     "region 'output0_data': failed to open CUDA IPC handle: invalid argument", "nccl"),
+    # apt's nvcc shown, another toolkit used: the gate proves nothing
+    ("nvcc --version\nCuda compilation tools, release 11.5, V11.5.119\nbut the build uses /usr/local/cuda-12.4/bin/nvcc "
+     "-gencode arch=compute_90,code=sm_90 and fails", "nvcc-unsupported-arch"),
+])
+def test_review_s29_not_these(text, not_first):
+    # no match claims it (a low-confidence guess of the classifier may still name it)
+    assert not_first not in answer(text, strict=True), answer(text, strict=True)
+
+
+def test_review_s29_a_blacklisted_nouveau_is_not_nouveau_holding_the_gpu():
+    text = ("I blacklisted nouveau and rebooted. This is an AWS t3 instance. modprobe: ERROR: could not insert 'nvidia': "
+            "No such device")
+    assert answer(text, strict=True)[:1] == ["no-driver-or-device"], answer(text, strict=True)

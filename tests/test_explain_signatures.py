@@ -103,6 +103,26 @@ def test_named_sets_expand_in_context_and_unless_only():
     assert pat.context == ("wsl2", "wsl ", "/mnt/c/") and pat.unless == ("not wsl",)
 
 
+def test_shared_sets_are_read_from_sets_toml_and_not_redefined(tmp_path):
+    """_sets.toml's [sets] serve every file of the folder; it is not a signature; a file may not redefine one."""
+    sig = ('id = "{id}"\ntitle = "t"\nlayer = "l"\npriority = 1\nmeaning = "m"\ncauses = ["c"]\nconfirm = ["c"]\n'
+           'fixes = ["f"]\nalternatives = ["a", "b"]\n{extra}[[pattern]]\ncontains = ["x"]\nunless = ["@shared"]\n')
+    (tmp_path / "_sets.toml").write_text('[sets]\nshared = ["one", "Two"]\n')
+    for i in ("a", "b"):
+        (tmp_path / f"{i}.toml").write_text(sig.format(id=i, extra=""))
+    sigs = signatures.load_dir(tmp_path)
+    assert [s.id for s in sigs] == ["a", "b"] and all(s.patterns[0].unless == ("one", "two") for s in sigs)
+    (tmp_path / "b.toml").write_text(sig.format(id="b", extra='[sets]\nshared = ["three"]\n'))
+    with pytest.raises(signatures.SignatureError, match="already in _sets.toml"):
+        signatures.load_dir(tmp_path)
+
+
+def test_the_shipped_shared_sets_serve_both_driver_files():
+    by = {s.id: s for s in SIGS}
+    for sid in ("no-driver-or-device", "driver-install"):
+        assert any("probe routine was not called" in p.context + p.unless for p in by[sid].patterns), sid
+
+
 def test_wsl_patterns_name_their_context_sets():
     """wsl.toml writes its WSL lists once ([sets]); the patterns that name them read the whole list."""
     wsl = next(s for s in SIGS if s.id == "wsl")

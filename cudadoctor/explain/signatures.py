@@ -7,6 +7,7 @@ import re
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Optional
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -112,12 +113,13 @@ def _check_known(names: tuple, ids, where: str) -> None:
         raise SignatureError(f"{where}: explains/alternatives name unknown ids {unknown}")
 
 
-def parse(data: dict, where: str = "<data>", lazy: bool = False) -> Signature:
-    """One signature from its TOML data; lazy: regexes compile at first use (the shipped, CI-checked data)."""
+def parse(data: dict, where: str = "<data>", lazy: bool = False, shared: Optional[dict] = None) -> Signature:
+    """One signature from its TOML data; lazy: regexes compile at first use (the shipped, CI-checked data); shared:
+    the sets every signature file may name (_sets.toml)."""
     for k in _REQUIRED:
         if k not in data:
             raise SignatureError(f"{where}: missing {k!r}")
-    sets = _sets(data, where)
+    sets = _sets(data, where, shared or {})
     pats = []
     for i, p in enumerate(data.get("pattern", [])):
         pw = f"{where} pattern {i + 1}"
@@ -160,15 +162,19 @@ def parse(data: dict, where: str = "<data>", lazy: bool = False) -> Signature:
     )
 
 
-def _sets(data: dict, where: str) -> dict:
+def _sets(data: dict, where: str, shared: Optional[dict] = None) -> dict:
     """A file's named substring lists (`[sets]`): one list that several patterns' context or unless name as "@name",
-    written once (wsl.toml's "WSL as a word" list served eight patterns as copies)."""
+    written once (wsl.toml's "WSL as a word" list served eight patterns as copies); with the shared ones of
+    _sets.toml, which a file may not redefine."""
     sets = data.get("sets", {})
     if not isinstance(sets, dict):
         raise SignatureError(f"{where}: sets must be a table of lists")
     for name in sets:
         _tuple_of_str(sets, name, f"{where} sets")
-    return sets
+    clash = sorted(set(sets) & set(shared or {}))
+    if clash:
+        raise SignatureError(f"{where}: sets {clash} are already in _sets.toml")
+    return {**(shared or {}), **sets}
 
 
 def _expand(values: tuple, sets: dict, where: str) -> tuple:
@@ -177,7 +183,7 @@ def _expand(values: tuple, sets: dict, where: str) -> tuple:
     for v in values:
         if v.startswith("@"):
             if v[1:] not in sets:
-                raise SignatureError(f"{where}: no set {v[1:]!r} in this file's [sets]")
+                raise SignatureError(f"{where}: no set {v[1:]!r} in this file's [sets] or _sets.toml")
             out.extend(sets[v[1:]])
         else:
             out.append(v)
@@ -195,15 +201,23 @@ def _gate(data: dict, where: str) -> tuple:
     return tuple(sorted(g.items()))
 
 
+def _read(path: Path) -> dict:
+    with open(path, "rb") as f:
+        try:
+            return tomllib.load(f)
+        except tomllib.TOMLDecodeError as e:
+            raise SignatureError(f"{path.name}: {e}") from e
+
+
 def load_dir(folder: Path, lazy: bool = False) -> tuple:
+    """Every signature of a folder (one `<id>.toml` each); `_sets.toml` holds the sets several files name."""
+    shared_file = folder / "_sets.toml"
+    shared = _sets(_read(shared_file), shared_file.name) if shared_file.exists() else {}
     sigs = []
     for path in sorted(folder.glob("*.toml")):
-        with open(path, "rb") as f:
-            try:
-                data = tomllib.load(f)
-            except tomllib.TOMLDecodeError as e:
-                raise SignatureError(f"{path.name}: {e}") from e
-        sig = parse(data, path.name, lazy)
+        if path.name.startswith("_"):
+            continue
+        sig = parse(_read(path), path.name, lazy, shared)
         if path.stem != sig.id:
             raise SignatureError(f"{path.name}: file name must be the id ({sig.id}.toml)")
         sigs.append(sig)
