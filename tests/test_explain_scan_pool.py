@@ -9,6 +9,7 @@ import os
 import random
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -65,17 +66,27 @@ def test_pool_gives_the_serial_result(log, serial, monkeypatch, after):
     assert [m.id for m in rank.rank(rank.matches(SIGS, par))] == [m.id for m in rank.rank(rank.matches(SIGS, serial))]
 
 
+_DIE_PAST = {"at": 0}  # set by the test before the workers fork; they inherit it
+_REAL_SCAN_BLOCK = scan_pool.scan_block
+
+
+def _dies_halfway(args):
+    """A worker's task that kills its worker once the blocks pass the middle of the log (module-level: the pool pickles
+    the task by reference)."""
+    if args[2] > _DIE_PAST["at"]:
+        os._exit(9)
+    return _REAL_SCAN_BLOCK(args)
+
+
 def test_a_worker_that_dies_leaves_its_blocks_to_the_parent(log, serial, monkeypatch):
-    real = scan_pool.scan_block
-
-    def dies_halfway(args):
-        if args[2] > len(log) // 2:  # pos_base past the middle: this worker is killed
-            os._exit(9)
-        return real(args)
-
     monkeypatch.setattr(scan_pool, "PARALLEL_AFTER", 0)
-    monkeypatch.setattr(scan_pool, "scan_block", dies_halfway)  # the forked workers inherit it
+    monkeypatch.setattr(scan_pool, "scan_block", _dies_halfway)
+    monkeypatch.setitem(_DIE_PAST, "at", len(log) // 2)
+    blocks = []
+    real_fail = scan_pool.Blocks._fail
+    monkeypatch.setattr(scan_pool.Blocks, "_fail", lambda self: (blocks.append(len(self.pending)), real_fail(self)))
     par = scan.Scanner(SIGS).scan_stream(io.BytesIO(log), workers=2)
+    assert blocks, "no worker died: the test did not test the fallback"
     assert _fields(par) == _fields(serial)
 
 
@@ -149,3 +160,53 @@ def test_workers_end_with_cudadoctor(tmp_path, how):
         assert p.returncode == -signal.SIGKILL
     else:
         assert p.returncode == 128 + sig and err.count("cudadoctor: interrupted") == 1, (p.returncode, err[-2000:])
+
+
+def test_a_failed_fork_neither_changes_the_result_nor_hangs_the_exit():
+    """(review s29) fork fails for the second worker (EAGAIN under a pids limit): the scan ends with the serial result
+    and the interpreter exits (the worker that did start used to wait for work forever, and exit joined it)."""
+    import subprocess
+
+    code = ("import io, sys\n"
+            "sys.path.insert(0, %r)\n"
+            "from multiprocessing import context\n"
+            "from cudadoctor.explain import scan, scan_pool\n"
+            "from explain_sets import SIGS\n"
+            "scan_pool.PARALLEL_AFTER = 0\n"
+            "n = [0]\n"
+            "real = context.ForkProcess._Popen\n"
+            "def flaky(proc, *a):\n"
+            "    n[0] += 1\n"
+            "    if n[0] == 2:\n"
+            "        raise OSError(11, 'Resource temporarily unavailable')\n"
+            "    return real(proc, *a)\n"
+            "context.ForkProcess._Popen = staticmethod(flaky)\n"
+            "data = (b'RuntimeError: CUDA error: out of memory\\n' + b'x' * 200 + b'\\n') * 30000\n"
+            "a = scan.Scanner(SIGS).scan_stream(io.BytesIO(data), workers=2)\n"
+            "b = scan.Scanner(SIGS).scan_stream(io.BytesIO(data))\n"
+            "print(n[0] >= 2, a.counts == b.counts and a.lines == b.lines, flush=True)\n") % str(Path(__file__).parent)
+    try:
+        p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the interpreter did not exit after a failed fork")
+    assert p.returncode == 0 and p.stdout.split() == ["True", "True"], (p.returncode, p.stdout, p.stderr[-2000:])
+
+
+def test_cgroup_quota_caps_the_workers(tmp_path):
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "a" / "cpu.max").write_text("150000 100000\n")  # a parent's quota: 1.5 CPUs
+    (tmp_path / "a" / "b" / "cpu.max").write_text("max 100000\n")
+    me = tmp_path / "cgroup"
+    me.write_text("0::/a/b\n")
+    assert scan_pool.cgroup_cpus(str(tmp_path), str(me)) == 1
+    (tmp_path / "a" / "cpu.max").write_text("max 100000\n")
+    assert scan_pool.cgroup_cpus(str(tmp_path), str(me)) is None
+    # cgroup v1: the cpu controller's quota and period
+    (tmp_path / "cpu,cpuacct" / "job").mkdir(parents=True)
+    (tmp_path / "cpu,cpuacct" / "job" / "cpu.cfs_quota_us").write_text("400000\n")
+    (tmp_path / "cpu,cpuacct" / "job" / "cpu.cfs_period_us").write_text("100000\n")
+    me.write_text("4:memory:/job\n3:cpu,cpuacct:/job\n")
+    assert scan_pool.cgroup_cpus(str(tmp_path), str(me)) == 4
+    (tmp_path / "cpu,cpuacct" / "job" / "cpu.cfs_quota_us").write_text("-1\n")
+    assert scan_pool.cgroup_cpus(str(tmp_path), str(me)) is None
+    assert scan_pool.cgroup_cpus(str(tmp_path), str(tmp_path / "none")) is None

@@ -13,8 +13,10 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from typing import Optional
 
 MAX_WORKERS = 8  # beyond this the parent's reading and merging, not the scanning, is the limit
+BLOCK_TIMEOUT_S = 120.0  # a block takes ~0.05 s; a worker stopped or stuck this long is given up (its blocks: the parent)
 PARALLEL_AFTER = 4 << 20  # bytes scanned serially first: a pasted error or a short log never starts a worker
 IN_FLIGHT = 2  # blocks queued per worker (bounds memory: each is 1 MiB)
 
@@ -23,14 +25,67 @@ _SEEN: set = set()  # a worker's context literals found so far (its regex is reb
 
 
 def default_workers() -> int:
-    """How many workers a large scan may use here: 1 (serial) where fork is not safe or there is one core."""
-    if not sys.platform.startswith("linux") or threading.active_count() > 1:
+    """How many workers a large scan may use here: 1 (serial) where fork is not safe or there is one core's worth of
+    CPU. Python before 3.10.5 starts a fork pool's workers one by one while its manager thread runs (CPython
+    gh-90622): forking with a thread alive, so not there."""
+    if not sys.platform.startswith("linux") or threading.active_count() > 1 or sys.version_info < (3, 10, 5):
         return 1
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
+    quota = cgroup_cpus()
+    if quota is not None:
+        cores = min(cores, quota)
     return max(1, min(MAX_WORKERS, cores))
+
+
+def cgroup_cpus(root: str = "/sys/fs/cgroup", self_cgroup: str = "/proc/self/cgroup") -> Optional[int]:
+    """The CPUs a cgroup quota allows this process (`docker --cpus=2`, a Slurm or Kubernetes limit), rounded down, at
+    least 1; None when no quota applies. sched_getaffinity shows every host CPU inside such a container, and 8
+    workers on one CPU's quota are slower than none (measured: 1.74 s serial, 2.12 s with 8). Read by hand: no
+    maintained library exposes the quota (psutil reports CPUs, not the cgroup's cpu.max)."""
+    quotas = []
+    try:
+        with open(self_cgroup) as f:
+            lines = f.read().splitlines()
+    except OSError:
+        lines = []
+    for ln in lines:
+        num, hier, path = (ln.split(":", 2) + ["", ""])[:3]
+        if num == "0" and not hier:  # cgroup v2: cpu.max at the process's cgroup and every parent
+            parts = [p for p in path.split("/") if p]
+            for k in range(len(parts), -1, -1):
+                q = _read_v2(os.path.join(root, *parts[:k], "cpu.max"))
+                if q is not None:
+                    quotas.append(q)
+        elif "cpu" in hier.split(","):  # cgroup v1: the cpu controller's quota and period
+            for base in (os.path.join(root, hier, path.lstrip("/")), os.path.join(root, hier)):
+                q = _read_v1(base)
+                if q is not None:
+                    quotas.append(q)
+                    break
+    return max(1, int(min(quotas))) if quotas else None
+
+
+def _read_v2(path: str) -> Optional[float]:
+    try:
+        with open(path) as f:
+            quota, period = (f.read().split() + ["100000"])[:2]
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError, ZeroDivisionError):
+        return None
+
+
+def _read_v1(base: str) -> Optional[float]:
+    try:
+        with open(os.path.join(base, "cpu.cfs_quota_us")) as f:
+            quota = int(f.read())
+        with open(os.path.join(base, "cpu.cfs_period_us")) as f:
+            period = int(f.read())
+        return None if quota <= 0 or period <= 0 else quota / period
+    except (OSError, ValueError):
+        return None
 
 
 def start(scanner, workers: int, seen: set):
@@ -133,8 +188,8 @@ class Blocks:
     def _collect_oldest(self) -> None:
         fut, args = self.pending.pop(0)
         try:
-            part = fut.result()
-        except Exception:  # noqa: BLE001 - a worker died (killed, out of memory): this block and the rest here
+            part = fut.result(timeout=BLOCK_TIMEOUT_S)
+        except Exception:  # noqa: BLE001 - a worker died (killed, out of memory) or hung: this block and the rest here
             self.pending.insert(0, (fut, args))
             self._fail()
             return
@@ -143,8 +198,8 @@ class Blocks:
     def _fail(self) -> None:
         held = [args for _, args in self.pending]
         self.pending = []
-        self._shutdown()
         self.broken = True
+        self._shutdown()
         for proc, skip, pos_base, line_base in held:
             self.scanner._scan_block(proc, proc.lower(), skip, pos_base, line_base, self.res)
 
@@ -161,6 +216,15 @@ class Blocks:
         self._shutdown()
 
     def _shutdown(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown(wait=True, cancel_futures=True)
-            self.pool = None
+        """Stop the pool and make sure no worker outlives it: after a failed fork (a pids limit, no memory) the pool
+        never started its manager thread, and the workers that did start would wait for work until the interpreter's
+        exit joined them, forever. (ProcessPoolExecutor has no public list of its processes: `_processes`.)"""
+        if self.pool is None:
+            return
+        procs = list((getattr(self.pool, "_processes", None) or {}).values())
+        self.pool.shutdown(wait=not self.broken, cancel_futures=True)
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join(5)
+        self.pool = None

@@ -11,9 +11,14 @@ from cudadoctor.system import proc
 _PID = 0  # the process that installed the handler; a process forked from it (explain's scan workers) inherits it
 
 
+_STOPPING = False  # set by the first signal: a second one landing inside the handler (it takes locks) exits at once
+
+
 def _stop_on_signal(signum, frame) -> None:  # pragma: no cover - exercised by tests/faults
-    if os.getpid() != _PID:  # a forked worker, signalled before it set its own handling: the parent speaks
+    global _STOPPING
+    if os.getpid() != _PID or _STOPPING:  # a forked worker signalled before it set its own handling, or a 2nd signal
         os._exit(128 + signum)
+    _STOPPING = True
     try:
         proc.kill_all()
         # os.write, not sys.stderr: the handler may interrupt the main thread inside a write to sys.stderr, and
