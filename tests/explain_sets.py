@@ -45,6 +45,7 @@ FRESH20 = DATA / "explain_fresh20" / "cases.toml"  # issue 17 round 22's blind s
 FRESH21 = DATA / "explain_fresh21" / "cases.toml"  # issue 17 round 23's blind set (threads nobody had met), committed before scoring
 FRESH22 = DATA / "explain_fresh22" / "cases.toml"  # issue 17 round 24's blind set (threads nobody had met), committed before scoring
 FRESH23 = DATA / "explain_fresh23" / "cases.toml"  # issue 17 round 25's blind set (threads nobody had met), committed before scoring
+FRESH24 = DATA / "explain_fresh24" / "cases.toml"  # issue 17 round 26's blind set (threads nobody had met), committed before scoring
 
 SIGS = signatures.load()
 SCANNER = scan.Scanner(SIGS)
