@@ -5,7 +5,8 @@ overlap so no hit is lost at the cut). Each block is searched as bytes, ASCII-lo
 every literal of every pattern (ASCII by rule) is found with bytes.find (fast, no backtracking, no
 decoding, so invalid UTF-8 and binary junk cost nothing). Only the line window around a hit (at
 most 2 * WINDOW bytes) is decoded (errors="replace") and given to a pattern's regex, so no regex
-ever sees more than a few KB.
+ever sees more than a few KB. Past its first 4 MiB a large log's blocks may go to forked workers (scan_pool.py,
+`scan_stream(..., workers=N)`), whose partial results merge into the serial scan's result.
 """
 
 from __future__ import annotations
