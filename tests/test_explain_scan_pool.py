@@ -15,6 +15,7 @@ import pytest
 
 from cudadoctor.explain import rank, scan, scan_pool
 from explain_sets import SIGS, cases, DATA
+from proc_support import alive, children
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the pool forks (Linux only)")
 
@@ -109,20 +110,6 @@ def test_no_fork_while_another_thread_runs():
     assert 1 <= scan_pool.default_workers() <= scan_pool.MAX_WORKERS
 
 
-def _children(pid: int) -> list:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(x) for x in f.read().split()]
-    except OSError:
-        return []
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ")[-1][:1] not in ("Z", "X")
-    except OSError:
-        return False
 
 
 @pytest.mark.parametrize("how", ["sigterm", "ctrl-c", "sigkill"])
@@ -146,7 +133,7 @@ def test_workers_end_with_cudadoctor(tmp_path, how):
     kids: list = []
     while time.monotonic() < deadline and len(kids) < 2 and p.poll() is None:
         time.sleep(0.05)
-        kids = _children(p.pid)
+        kids = children(p.pid)
     assert len(kids) >= 2, "no workers started"
     sig = {"sigterm": signal.SIGTERM, "ctrl-c": signal.SIGINT, "sigkill": signal.SIGKILL}[how]
     if how == "ctrl-c":
@@ -155,7 +142,7 @@ def test_workers_end_with_cudadoctor(tmp_path, how):
         p.send_signal(sig)
     err = p.communicate(timeout=20)[1].decode("utf-8", "replace")
     time.sleep(0.5)
-    assert not [k for k in kids if _alive(k)], "a worker was left running"
+    assert not [k for k in kids if alive(k)], "a worker was left running"
     if how == "sigkill":
         assert p.returncode == -signal.SIGKILL
     else:

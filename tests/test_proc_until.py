@@ -6,13 +6,13 @@ health's CUDA child reports "done" and then spends ~0.1 s per GPU releasing its 
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 
 from cudadoctor.facts.health import launch_done
 from cudadoctor.facts.health_launch import LAUNCH_MARK
 from cudadoctor.system import proc
+from proc_support import alive
 
 CHILD = (
     "import sys, time\n"
@@ -21,18 +21,6 @@ CHILD = (
     "time.sleep(float(sys.argv[1]))\n"
 )
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # a zombie still answers kill(0): count it as ended
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ", 1)[1][0] != "Z"
-    except OSError:
-        return False
 
 
 def test_finish_returns_at_the_final_record_and_the_child_is_reaped():
@@ -44,11 +32,11 @@ def test_finish_returns_at_the_final_record_and_the_child_is_reaped():
     assert res.extra.get("detached") and res.returncode is None and not res.timed_out
     assert "@@X@@ first" in res.stdout and "@@X@@ done" in res.stdout
     pid = s.live.p.pid
-    assert _alive(pid)  # still in its second of sleep: it was not killed
+    assert alive(pid)  # still in its second of sleep: it was not killed
     deadline = time.monotonic() + 5
     while s.live.p.returncode is None and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert s.live.p.returncode == 0 and not _alive(pid)  # it ended on its own, and the reaper collected it
+    assert s.live.p.returncode == 0 and not alive(pid)  # it ended on its own, and the reaper collected it
 
 
 def test_finish_without_the_record_waits_for_the_end_or_the_timeout():

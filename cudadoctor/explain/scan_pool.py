@@ -127,11 +127,16 @@ def scan_block(args: tuple):
     blocks, so its regex is rebuilt without them as in a serial scan)."""
     from cudadoctor.explain.scan import ScanResult
 
-    proc, skip, pos_base, line_base = args
     part = ScanResult()
     part.context_seen = _SEEN
-    _SCANNER._scan_block(proc, proc.lower(), skip, pos_base, line_base, part)
+    _scan(_SCANNER, args, part)
     return part
+
+
+def _scan(scanner, args: tuple, res) -> None:
+    """Scan one block, (proc, skip, pos_base, line_base), into `res`: the same step in a worker and in the parent."""
+    proc, skip, pos_base, line_base = args
+    scanner._scan_block(proc, proc.lower(), skip, pos_base, line_base, res)
 
 
 def merge(scanner, res, part) -> None:
@@ -174,13 +179,13 @@ class Blocks:
             self.broken = self.pool is None
         if self.pool is None:
             self.serial_bytes += len(proc)
-            self.scanner._scan_block(proc, proc.lower(), skip, pos_base, line_base, self.res)
+            _scan(self.scanner, args, self.res)
             return
         try:
             self.pending.append((self.pool.submit(scan_block, args), args))
         except Exception:  # noqa: BLE001 - a broken pool: scan here
             self._fail()
-            self.scanner._scan_block(proc, proc.lower(), skip, pos_base, line_base, self.res)
+            _scan(self.scanner, args, self.res)
             return
         while len(self.pending) > IN_FLIGHT * self.workers:
             self._collect_oldest()
@@ -200,8 +205,8 @@ class Blocks:
         self.pending = []
         self.broken = True
         self._shutdown()
-        for proc, skip, pos_base, line_base in held:
-            self.scanner._scan_block(proc, proc.lower(), skip, pos_base, line_base, self.res)
+        for args in held:
+            _scan(self.scanner, args, self.res)
 
     def finish(self) -> None:
         try:

@@ -119,7 +119,7 @@ def parse(data: dict, where: str = "<data>", lazy: bool = False, shared: Optiona
     for k in _REQUIRED:
         if k not in data:
             raise SignatureError(f"{where}: missing {k!r}")
-    sets = _sets(data, where, shared or {})
+    sets = _sets(data, where, shared)
     pats = []
     for i, p in enumerate(data.get("pattern", [])):
         pw = f"{where} pattern {i + 1}"

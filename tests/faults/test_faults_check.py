@@ -15,6 +15,7 @@ import pytest
 from faultkit import (KILL_GRACE, PY, T_NVML, T_SMI, T_TOOL, T_TORCH, fake_torch, need_command, target_python,
                       write_py_tool, write_tool)
 import fakelibs
+from proc_support import alive
 
 NO_DRIVER_MSG = ("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver. "
                  "Make sure that the latest NVIDIA driver is installed and running.")
@@ -405,15 +406,8 @@ def test_interrupt_while_a_tool_hangs(faults, sig):
     assert took < 5, f"took {took:.1f} s to stop after Ctrl-C"
     time.sleep(0.2)
     children = [int(x) for x in pid.read_text().split()]
-    assert children and not [c for c in children if _alive(c)], "a hung nvidia-smi was left running"
+    assert children and not [c for c in children if alive(c)], "a hung nvidia-smi was left running"
 
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ")[-1][:1] not in ("Z", "X")
-    except OSError:
-        return False
 
 
 # ---------------------------------------------------------------- other commands that run the target's torch
