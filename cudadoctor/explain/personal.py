@@ -254,7 +254,15 @@ def _from_text(match, out: Personal, m) -> None:
         out.notes.append(f"the report shows code built for CUDA {versions.pretty(needs)} and a driver that runs CUDA "
                          f"up to {versions.pretty(has)}")
     gpu, wheel = versions.reading(c, "gpu"), versions.reading(c, "torch_ver")  # torch-arch-unsupported's gate
-    if gpu and wheel and match.gated:  # the gate held: every GPU and wheel the report names agree
+    toolkit = versions.reading(c, "toolkit")  # no-kernel-image's gate (and torch-arch-unsupported's second)
+    if gpu and toolkit and match.gated == "toolkit_lacks_gpu":
+        cc = versions.gpu_cc_text(gpu) or compat.cc_str(min(versions.gpu_ccs(gpu)))
+        first = versions.first_toolkit_for(compat.parse_cc(cc))
+        first = f" (the first CUDA that can: {first})" if first else ""
+        out.notes.append(f"the report names CUDA {versions.pretty(toolkit)} and {gpu} (compute capability {cc}): by the "
+                         f"version matrix that toolkit builds no code this GPU runs{first}, so the library's failed "
+                         f"kernel is the consequence")
+    if gpu and wheel and match.gated == "wheel_lacks_arch":  # the gate held: every GPU and wheel the report names agree
         cc = versions.gpu_cc_text(gpu)
         what = f"a GPU of compute capability {cc}" if cc else gpu
         if wheel[:1].isdigit():

@@ -23,7 +23,7 @@ class Match:
     rank_priority: int = 0
     pattern_alternatives: tuple = ()  # the differential of the wordings that matched, first seen first
     direct: bool = True  # an error line (or the report's versions) says it, not only context or prose (hints)
-    gated: bool = False  # the versions the report shows confirmed it (its signature's gate held)
+    gated: str = ""  # the test of the gate whose versions confirmed it ("wheel_lacks_arch"), "" when none held
 
     @property
     def alternatives(self) -> tuple:
@@ -52,25 +52,31 @@ class Match:
         return next((h.before for h in firsts if h.before), "")
 
 
+def _counts(pat, res: ScanResult) -> bool:
+    """Does a pattern that hit count: its context seen, nothing of its unless?"""
+    if pat.context and not any(c in res.context_seen for c in pat.context):
+        return False
+    return not any(u in res.context_seen for u in pat.unless)
+
+
+def _readings(si: int, sig, res: ScanResult) -> list:
+    """The hits of a signature's capture-only patterns (weight 0) that count: the values its gate reads."""
+    return [h for pi, pat in enumerate(sig.patterns)
+            if pat.weight == 0 and (si, pi) in res.hits and _counts(pat, res) for h in res.hits[(si, pi)]]
+
+
 def matches(signatures: tuple, res: ScanResult) -> list:
+    index = {sig.id: si for si, sig in enumerate(signatures)}
     out = []
     for si, sig in enumerate(signatures):
         miss = 1.0
         count = 0
         evidence: list = []
-        readings: list = []  # hits of capture-only patterns (weight 0): values for the gate
         alts: list = []  # (first position, pattern alternatives) of the wordings that counted
         direct = False
         for pi, pat in enumerate(sig.patterns):
             key = (si, pi)
-            if key not in res.hits:
-                continue
-            if pat.context and not any(c in res.context_seen for c in pat.context):
-                continue
-            if any(u in res.context_seen for u in pat.unless):
-                continue
-            if pat.weight == 0:
-                readings.extend(res.hits[key])
+            if key not in res.hits or pat.weight == 0 or not _counts(pat, res):
                 continue
             miss *= 1.0 - pat.weight
             direct = direct or not pat.hint
@@ -78,18 +84,27 @@ def matches(signatures: tuple, res: ScanResult) -> list:
             evidence.extend(res.hits[key])
             if pat.alternatives:
                 alts.append((min(h.pos for h in res.hits[key]), pat.alternatives))
+        own = _readings(si, sig, res)  # hits of capture-only patterns: values for the gates
+        readings, held = list(own), None
+        for gate in map(dict, sig.gates):  # the first that holds confirms it
+            if gate["context"] and not any(c in res.context_seen for c in gate["context"]):
+                continue
+            mine = own + [h for other in gate["readings_from"]  # and the signatures it shares readings with
+                          for h in _readings(index[other], signatures[index[other]], res)]
+            if versions.gate_holds(gate, _captures(evidence + mine), _all_captures(mine) if gate.get("all") else None):
+                readings, held = mine, gate
+                break
         caps = _captures(evidence + readings)
-        gate = dict(sig.gate)
-        gated = bool(gate) and versions.gate_holds(gate, caps, _all_captures(readings) if gate.get("all") else None)
-        if gated:  # the versions in the text confirm it
-            miss *= 1.0 - float(gate["weight"])
-            direct = direct or not gate.get("hint", False)
+        if held:  # the versions in the text confirm it
+            miss *= 1.0 - float(held["weight"])
+            direct = direct or not held.get("hint", False)
             evidence.extend(readings)
             count = max(count, 1)
         if not evidence:
             continue
         evidence = _dedupe(sorted(evidence, key=lambda h: h.pos))
         palts = tuple(a for _, group in sorted(alts, key=lambda t: t[0]) for a in group)
+        gated = held.get("test", "driver_too_old") if held else ""
         out.append(Match(sig, round(1.0 - miss, 3), count, evidence[:3], caps, sig.priority, palts, direct, gated))
     return rank(out)
 

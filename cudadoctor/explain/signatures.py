@@ -81,7 +81,7 @@ class Signature:
     explains: tuple = ()
     alternatives: tuple = ()  # ids to offer next when this signature matched only weakly (a guess)
     keywords: tuple = ()  # words its reports often use: guesses only (rank.closest), never a match
-    gate: tuple = ()  # ((key, value), ...): versions read by capture-only patterns that confirm it (versions.py)
+    gates: tuple = ()  # (((key, value), ...), ...): versions read by capture-only patterns that confirm it (versions.py)
     keep_before: bool = False  # keep the text before the first hit (tracebacks name the binary)
     source: str = ""
 
@@ -107,10 +107,10 @@ def _regex(source: str, lazy: bool):
 
 
 def _check_known(names: tuple, ids, where: str) -> None:
-    """explains/alternatives may only name ids that exist."""
+    """explains, alternatives and a gate's readings_from may only name ids that exist."""
     unknown = [e for e in names if e not in ids]
     if unknown:
-        raise SignatureError(f"{where}: explains/alternatives name unknown ids {unknown}")
+        raise SignatureError(f"{where}: explains/alternatives/readings_from name unknown ids {unknown}")
 
 
 def parse(data: dict, where: str = "<data>", lazy: bool = False, shared: Optional[dict] = None) -> Signature:
@@ -156,7 +156,7 @@ def parse(data: dict, where: str = "<data>", lazy: bool = False, shared: Optiona
         facts=_tuple_of_str(data, "facts", where), patterns=tuple(pats),
         explains=_tuple_of_str(data, "explains", where), alternatives=_tuple_of_str(data, "alternatives", where),
         keywords=_tuple_of_str(data, "keywords", where),
-        gate=_gate(data, where),
+        gates=_gates(data, where, sets),
         keep_before=bool(data.get("keep_before", False)),
         source=where,
     )
@@ -190,15 +190,28 @@ def _expand(values: tuple, sets: dict, where: str) -> tuple:
     return tuple(out)
 
 
-def _gate(data: dict, where: str) -> tuple:
-    g = data.get("gate", {})
-    if not isinstance(g, dict) or (g and not {"needs", "has", "weight"} <= set(g)):
-        raise SignatureError(f"{where}: gate needs needs, has and weight")
-    if not isinstance(g.get("all", False), bool):
-        raise SignatureError(f"{where}: gate all must be true or false")
-    if g and not 0 < float(g["weight"]) <= 1:
+_GATE_KEYS = {"needs", "has", "weight", "test", "hint", "all", "readings_from", "context"}
+
+
+def _gates(data: dict, where: str, sets: dict) -> tuple:
+    """`gate = {...}`, or `gate = [{...}, ...]` for several (any one that holds confirms the signature)."""
+    g = data.get("gate", [])
+    return tuple(_gate(one, f"{where} gate {i + 1}", sets) for i, one in enumerate(g if isinstance(g, list) else [g]))
+
+
+def _gate(g: dict, where: str, sets: dict) -> tuple:
+    if not isinstance(g, dict) or not {"needs", "has", "weight"} <= set(g):
+        raise SignatureError(f"{where}: a gate needs needs, has and weight")
+    if set(g) - _GATE_KEYS:
+        raise SignatureError(f"{where}: unknown gate keys {sorted(set(g) - _GATE_KEYS)}")
+    if not isinstance(g.get("all", False), bool) or not isinstance(g.get("hint", False), bool):
+        raise SignatureError(f"{where}: gate all and hint must be true or false")
+    if not 0 < float(g["weight"]) <= 1:
         raise SignatureError(f"{where}: gate weight must be in (0, 1]")
-    return tuple(sorted(g.items()))
+    shared = _tuple_of_str(g, "readings_from", where)  # signatures whose capture-only readings this gate reads too
+    context = tuple(c.lower() for c in _expand(_tuple_of_str(g, "context", where), sets, where))  # one must be seen
+    _require_ascii(context, f"{where}: context")
+    return tuple(sorted({**g, "readings_from": shared, "context": context}.items()))
 
 
 def _read(path: Path) -> dict:
@@ -226,7 +239,8 @@ def load_dir(folder: Path, lazy: bool = False) -> tuple:
     if dup:
         raise SignatureError(f"duplicate signature ids: {sorted(dup)}")
     for s in sigs:
-        _check_known(s.explains + s.alternatives + tuple(a for p in s.patterns for a in p.alternatives), ids, s.source)
+        _check_known(s.explains + s.alternatives + tuple(a for p in s.patterns for a in p.alternatives)
+                     + tuple(i for g in s.gates for i in dict(g)["readings_from"]), ids, s.source)
     return tuple(sigs)
 
 

@@ -1,0 +1,146 @@
+"""Gates that share readings (readings_from), several gates on one signature, a gate's own context, and the
+toolkit gate: a library's failed kernel (cuDNN's or cuBLAS's EXECUTION_FAILED, cuRAND's LAUNCH_FAILURE) in a report
+that names a CUDA toolkit which builds no code its GPU runs (versions.toolkit_lacks_gpu)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from cudadoctor import matrix
+from cudadoctor.explain import personal, rank, signatures, versions
+from cudadoctor.explain.scan import Scanner
+from explain_sets import SCANNER, SIGS
+
+
+@pytest.mark.parametrize("gpu, toolkit, lacks", [
+    ("GTX 1080", "7.5", True),  # Pascal (6.1) under CUDA 7.5, whose newest arch is 5.3
+    ("GTX 1080", "8.0", False),
+    ("RTX 3090", "10.2", True),  # Ampere under CUDA 10
+    ("RTX 3090", "11.0", False),  # an sm_80 cubin (CUDA 11.0) runs on 8.6: same major, older minor
+    ("RTX 4090", "11.7", False),  # sm_86 runs on Ada's 8.9
+    ("H100", "11.7", True),  # Hopper's 9.0 needs CUDA 11.8
+    ("H100", "11.8", False),
+    ("RTX 5090", "12.6", True),  # Blackwell's 12.0 needs CUDA 12.8
+    ("RTX 5090", "12.8", False),
+    ("GTX 780", "12.4", True),  # Kepler, dropped by CUDA 12
+    ("Tesla T4", "9.0", False),  # an sm_70 cubin runs on Turing's 7.5 by the binary rule
+    ("sm_86", "10.2", True),
+    ("Quadro Unknown 9", "10.2", False),  # a GPU the matrix cannot name proves nothing
+    ("RTX 3090", "99.1", False),  # nor does a toolkit it does not know
+])
+def test_toolkit_lacks_gpu(gpu, toolkit, lacks):
+    assert versions.toolkit_lacks_gpu(gpu, toolkit) is lacks
+
+
+def test_a_missing_matrix_proves_nothing(monkeypatch):
+    def broken():
+        raise OSError("no matrix")
+
+    monkeypatch.setattr(matrix, "load", broken)
+    assert versions.toolkit_lacks_gpu("RTX 3090", "10.2") is False
+    assert versions.first_toolkit_for((8, 6)) is None
+
+
+@pytest.mark.parametrize("cc, first", [((8, 6), "11.0"), ((12, 0), "12.8"), ((9, 0), "11.8"), ((6, 1), "8.0")])
+def test_first_toolkit_for(cc, first):
+    assert versions.first_toolkit_for(cc) == first
+
+
+def _ids(text: str) -> list:
+    return [m.id for m in rank.matches(SIGS, SCANNER.scan_text(text))]
+
+
+@pytest.mark.parametrize("text, first", [
+    # another program than torch: the build has no code for the GPU, ahead of the library's status
+    ("Check failed: status == CURAND_STATUS_SUCCESS (201 vs. 0) CURAND_STATUS_LAUNCH_FAILURE\nGTX 1080, built with CUDA 7.5",
+     "no-kernel-image"),
+    ("cuBLAS error: CUBLAS_STATUS_EXECUTION_FAILED\nRTX 5090 with CUDA 12.4 from the conda env", "no-kernel-image"),
+    # a torch program: torch built with that CUDA (torch-arch-unsupported's second gate, the same readings)
+    ("import torch\ncuBLAS error: CUBLAS_STATUS_EXECUTION_FAILED\nRTX 5090 with CUDA 12.4", "torch-arch-unsupported"),
+])
+def test_the_toolkit_gate_ranks_the_build_first(text, first):
+    ids = _ids(text)
+    assert ids[0] == first, ids
+    assert "cublas-cudnn-status" in ids
+
+
+@pytest.mark.parametrize("text", [
+    "cuBLAS error: CUBLAS_STATUS_EXECUTION_FAILED\nRTX 5090 with CUDA 12.8 from the conda env",  # a toolkit that has it
+    "cuBLAS error: CUBLAS_STATUS_EXECUTION_FAILED\nRTX 3080 with CUDA 11.0",  # an sm_80 cubin runs on 8.6
+    # nvidia-smi's "CUDA Version" is the newest CUDA the driver runs, not a build's toolkit
+    "CUDNN_STATUS_EXECUTION_FAILED\nRTX 5090\n| NVIDIA-SMI 550.54  Driver Version: 550.54  CUDA Version: 12.4 |",
+    "CUDNN_STATUS_EXECUTION_FAILED on an RTX 5090; the docs say it requires CUDA 12.4 or later",  # a requirement
+    "CUDA error: out of memory\nRTX 5090 with CUDA 12.4",  # no failed library kernel: the reading has no context
+    # every toolkit the report names must agree: it moved to one that has the GPU
+    "CUBLAS_STATUS_EXECUTION_FAILED\nRTX 5090, CUDA 12.4 at first, then CUDA 12.8",
+])
+def test_the_toolkit_gate_holds_only_where_it_should(text):
+    assert "no-kernel-image" not in _ids(text)[:1] and "torch-arch-unsupported" not in _ids(text)[:1]
+
+
+def test_the_gate_personalises_the_answer():
+    text = "cuBLAS error: CUBLAS_STATUS_EXECUTION_FAILED\nRTX 5090 with CUDA 12.4 from the conda env"
+    found = rank.matches(SIGS, SCANNER.scan_text(text))
+    assert found[0].id == "no-kernel-image" and found[0].gated == "toolkit_lacks_gpu"
+    p = personal.personalise(found[0], {}, personal.load_matrix())
+    assert any("CUDA 12.4" in n and "RTX 5090" in n and "12.8" in n for n in p.notes), p.notes
+    ungated = personal.personalise(dataclasses.replace(found[0], gated=""), {}, personal.load_matrix())
+    assert not any("builds no code" in n for n in ungated.notes), ungated.notes
+
+
+def _sig(sid: str, patterns: list, gate=None) -> dict:
+    d = {"id": sid, "title": "t", "layer": "l", "priority": 50, "meaning": "m", "causes": ["c"], "confirm": ["c"],
+         "fixes": ["f"], "pattern": patterns}
+    if gate is not None:
+        d["gate"] = gate
+    return d
+
+
+def _toy(gate) -> tuple:
+    """Two signatures: `reader` reads a GPU (capture only), `user` reads a toolkit and gates on both."""
+    reader = _sig("reader", [{"contains": ["cuda capability"], "capture": r"capability (?P<gpu>\d\.\d)", "weight": 0}])
+    user = _sig("user", [{"contains": ["toolkit "], "capture": r"toolkit (?P<toolkit>\d+\.\d)", "weight": 0}], gate)
+    return tuple(signatures.parse(d, f"{d['id']}.toml") for d in (reader, user))
+
+
+TEXT = "GPU of cuda capability 8.6\nbuilt with toolkit 10.2\n"
+
+
+def test_a_gate_reads_another_signatures_readings_only_when_told():
+    base = {"needs": "gpu", "has": "toolkit", "weight": 0.8, "test": "toolkit_lacks_gpu"}
+    alone = _toy(base)
+    assert [m.id for m in rank.matches(alone, Scanner(alone).scan_text(TEXT))] == []
+    shared = _toy({**base, "readings_from": ["reader"]})
+    found = rank.matches(shared, Scanner(shared).scan_text(TEXT))
+    assert [(m.id, m.gated, m.confidence) for m in found] == [("user", "toolkit_lacks_gpu", 0.8)]
+
+
+def test_a_gate_with_a_context_holds_only_where_it_is_seen():
+    gate = {"needs": "gpu", "has": "toolkit", "weight": 0.8, "test": "toolkit_lacks_gpu",
+            "readings_from": ["reader"], "context": ["import torch"]}
+    sigs = _toy(gate)
+    assert rank.matches(sigs, Scanner(sigs).scan_text(TEXT)) == []
+    assert [m.id for m in rank.matches(sigs, Scanner(sigs).scan_text("import torch\n" + TEXT))] == ["user"]
+
+
+def test_several_gates_the_first_that_holds_confirms():
+    never = {"needs": "gpu", "has": "toolkit", "weight": 0.9, "test": "differs"}  # 8.6 vs 10.2 differ: holds
+    lacks = {"needs": "gpu", "has": "toolkit", "weight": 0.7, "test": "toolkit_lacks_gpu", "readings_from": ["reader"]}
+    sigs = _toy([lacks, never])
+    found = rank.matches(sigs, Scanner(sigs).scan_text(TEXT))
+    assert [(m.id, m.gated, m.confidence) for m in found] == [("user", "toolkit_lacks_gpu", 0.7)]
+    # the second gate reads only its own signature's readings (no GPU): only the first can hold
+    sigs = _toy([{**lacks, "context": ["nowhere in the text"]}, never])
+    assert rank.matches(sigs, Scanner(sigs).scan_text(TEXT)) == []
+
+
+def test_an_unknown_readings_from_is_rejected(tmp_path: Path):
+    (tmp_path / "user.toml").write_text(
+        'id = "user"\ntitle = "t"\nlayer = "l"\npriority = 1\nmeaning = "m"\ncauses = ["c"]\nconfirm = ["c"]\n'
+        'fixes = ["f"]\ngate = { needs = "a", has = "b", weight = 0.5, readings_from = ["nobody"] }\n'
+        '[[pattern]]\ncontains = ["x"]\n')
+    with pytest.raises(signatures.SignatureError, match="unknown ids.*nobody"):
+        signatures.load_dir(tmp_path)
