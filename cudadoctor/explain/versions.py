@@ -68,6 +68,7 @@ def gpu_ccs(text: str) -> set:
     from cudadoctor.matrix.gpu_names import match_examples
 
     name = re.sub(r"(\d)(ti|super)\b", r"\1 \2", text.strip().lower())  # "5070TI" as the table writes it, "5070 ti"
+    name = re.sub(r"\b(gtx|rtx|gt|mx)(?=\d)", r"\1 ", name)  # (round 27) "RTX3090", "GTX1080": "rtx 3090", "gtx 1080"
     return {compat.parse_cc(r["cc"]) for r in match_examples(name, matrix.load().archs)}
 
 
