@@ -83,13 +83,12 @@ def test_regexes_fast_on_hostile_windows(sig):
     ({"sets": ["wsl"], "pattern": [{"contains": ["x"]}]}, "sets must be a table"),
     ({"sets": {"s": ["ü"]}, "pattern": [{"contains": ["x"], "context": ["@s"]}]}, "ASCII"),
     ({"gate": {"needs": "a", "has": "b"}}, "needs needs, has and weight"),
-    ({"gate": [{"needs": "a", "has": "b", "weight": 0.5}, {"needs": "a"}]}, "gate 2: a gate needs"),
     ({"gate": {"needs": "a", "has": "b", "weight": 0.5, "needz": 1}}, "unknown gate keys"),
     ({"gate": {"needs": "a", "has": "b", "weight": 0}}, "weight must be in"),
     ({"gate": {"needs": "a", "has": "b", "weight": 0.5, "hint": "yes"}}, "true or false"),
     ({"gate": {"needs": "a", "has": "b", "weight": 0.5, "readings_from": "other"}}, "readings_from must be a list"),
-    ({"gate": {"needs": "a", "has": "b", "weight": 0.5, "context": ["@nowhere"]}}, "no set 'nowhere'"),
-    ({"gate": {"needs": "a", "has": "b", "weight": 0.5, "context": ["ü"]}}, "ASCII"),
+    ({"gate": {"needs": "a", "has": "b", "weight": 0.5, "context": ["x"]}}, "unknown gate keys"),
+    ({"gate": [{"needs": "a", "has": "b", "weight": 0.5}]}, "a gate needs"),
 ])
 def test_bad_data_is_rejected(bad, err):
     base = {"id": "x", "title": "t", "layer": "l", "priority": 1, "meaning": "m", "causes": ["c"],

@@ -73,6 +73,7 @@ EVERY_READING_AGREES = [
 def test_a_gate_all_must_be_a_bool(tmp_path):
     base = (signatures.SIGNATURE_DIR / "torch-arch-unsupported.toml").read_text()
     (tmp_path / "x.toml").write_text(base.replace("all = true", 'all = "yes"'))
+    (tmp_path / "_sets.toml").write_text((signatures.SIGNATURE_DIR / "_sets.toml").read_text())  # the shared sets
     with pytest.raises(signatures.SignatureError, match="all"):
         signatures.load_dir(tmp_path)
 

@@ -260,8 +260,8 @@ def _from_text(match, out: Personal, m) -> None:
         first = versions.first_toolkit_for(compat.parse_cc(cc))
         first = f" (the first CUDA that can: {first})" if first else ""
         out.notes.append(f"the report names CUDA {versions.pretty(toolkit)} and {gpu} (compute capability {cc}): by the "
-                         f"version matrix that toolkit builds no code this GPU runs{first}, so the library's failed "
-                         f"kernel is the consequence")
+                         f"version matrix that toolkit builds no code this GPU runs{first}: a binary built with it "
+                         f"has no kernel for this GPU unless it carries PTX")
     if gpu and wheel and match.gated == "wheel_lacks_arch":  # the gate held: every GPU and wheel the report names agree
         cc = versions.gpu_cc_text(gpu)
         what = f"a GPU of compute capability {cc}" if cc else gpu

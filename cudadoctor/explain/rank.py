@@ -84,27 +84,23 @@ def matches(signatures: tuple, res: ScanResult) -> list:
             evidence.extend(res.hits[key])
             if pat.alternatives:
                 alts.append((min(h.pos for h in res.hits[key]), pat.alternatives))
-        own = _readings(si, sig, res)  # hits of capture-only patterns: values for the gates
-        readings, held = list(own), None
-        for gate in map(dict, sig.gates):  # the first that holds confirms it
-            if gate["context"] and not any(c in res.context_seen for c in gate["context"]):
-                continue
-            mine = own + [h for other in gate["readings_from"]  # and the signatures it shares readings with
-                          for h in _readings(index[other], signatures[index[other]], res)]
-            if versions.gate_holds(gate, _captures(evidence + mine), _all_captures(mine) if gate.get("all") else None):
-                readings, held = mine, gate
-                break
-        caps = _captures(evidence + readings)
+        gate = dict(sig.gate)
+        own = _readings(si, sig, res)  # hits of capture-only patterns: values for the gate
+        readings = own + [h for other in gate.get("readings_from", ()) if other in index  # and the signatures' it
+                          for h in _readings(index[other], signatures[index[other]], res)]  # shares readings with
+        held = bool(gate) and versions.gate_holds(gate, _captures(evidence + readings),
+                                                  _all_captures(readings) if gate.get("all") else None)
+        caps = _captures(evidence + (readings if held else own))  # another's readings speak here only through the gate
         if held:  # the versions in the text confirm it
-            miss *= 1.0 - float(held["weight"])
-            direct = direct or not held.get("hint", False)
+            miss *= 1.0 - float(gate["weight"])
+            direct = direct or not gate.get("hint", False)
             evidence.extend(readings)
             count = max(count, 1)
         if not evidence:
             continue
         evidence = _dedupe(sorted(evidence, key=lambda h: h.pos))
         palts = tuple(a for _, group in sorted(alts, key=lambda t: t[0]) for a in group)
-        gated = held.get("test", "driver_too_old") if held else ""
+        gated = gate.get("test", "driver_too_old") if held else ""
         out.append(Match(sig, round(1.0 - miss, 3), count, evidence[:3], caps, sig.priority, palts, direct, gated))
     return rank(out)
 

@@ -58,8 +58,6 @@ class Scanner:
                 for lit in pat.contains:
                     self.targets.setdefault(lit.encode("ascii"), []).append((si, pi))
                 context.update(c.encode("ascii") for c in pat.context + pat.unless)
-            for gate in sig.gates:
-                context.update(c.encode("ascii") for c in dict(gate)["context"])
         self.context = sorted(context)
         self._rx = None  # the anchored trie regex, built for the first large block only
         self._rx_seen: frozenset = frozenset()  # context literals already found when it was built

@@ -81,7 +81,7 @@ class Signature:
     explains: tuple = ()
     alternatives: tuple = ()  # ids to offer next when this signature matched only weakly (a guess)
     keywords: tuple = ()  # words its reports often use: guesses only (rank.closest), never a match
-    gates: tuple = ()  # (((key, value), ...), ...): versions read by capture-only patterns that confirm it (versions.py)
+    gate: tuple = ()  # ((key, value), ...): versions read by capture-only patterns that confirm it (versions.py)
     keep_before: bool = False  # keep the text before the first hit (tracebacks name the binary)
     source: str = ""
 
@@ -156,7 +156,7 @@ def parse(data: dict, where: str = "<data>", lazy: bool = False, shared: Optiona
         facts=_tuple_of_str(data, "facts", where), patterns=tuple(pats),
         explains=_tuple_of_str(data, "explains", where), alternatives=_tuple_of_str(data, "alternatives", where),
         keywords=_tuple_of_str(data, "keywords", where),
-        gates=_gates(data, where, sets),
+        gate=_gate(data.get("gate", {}), f"{where} gate"),
         keep_before=bool(data.get("keep_before", False)),
         source=where,
     )
@@ -190,18 +190,15 @@ def _expand(values: tuple, sets: dict, where: str) -> tuple:
     return tuple(out)
 
 
-_GATE_KEYS = {"needs", "has", "weight", "test", "hint", "all", "readings_from", "context"}
+_GATE_KEYS = {"needs", "has", "weight", "test", "hint", "all", "readings_from"}
 
 
-def _gates(data: dict, where: str, sets: dict) -> tuple:
-    """`gate = {...}`, or `gate = [{...}, ...]` for several (any one that holds confirms the signature)."""
-    g = data.get("gate", [])
-    return tuple(_gate(one, f"{where} gate {i + 1}", sets) for i, one in enumerate(g if isinstance(g, list) else [g]))
-
-
-def _gate(g: dict, where: str, sets: dict) -> tuple:
-    if not isinstance(g, dict) or not {"needs", "has", "weight"} <= set(g):
+def _gate(g: dict, where: str) -> tuple:
+    """A signature's gate (`gate = {...}`; none: {})."""
+    if not isinstance(g, dict) or (g and not {"needs", "has", "weight"} <= set(g)):
         raise SignatureError(f"{where}: a gate needs needs, has and weight")
+    if not g:
+        return ()
     if set(g) - _GATE_KEYS:
         raise SignatureError(f"{where}: unknown gate keys {sorted(set(g) - _GATE_KEYS)}")
     if not isinstance(g.get("all", False), bool) or not isinstance(g.get("hint", False), bool):
@@ -209,9 +206,7 @@ def _gate(g: dict, where: str, sets: dict) -> tuple:
     if not 0 < float(g["weight"]) <= 1:
         raise SignatureError(f"{where}: gate weight must be in (0, 1]")
     shared = _tuple_of_str(g, "readings_from", where)  # signatures whose capture-only readings this gate reads too
-    context = tuple(c.lower() for c in _expand(_tuple_of_str(g, "context", where), sets, where))  # one must be seen
-    _require_ascii(context, f"{where}: context")
-    return tuple(sorted({**g, "readings_from": shared, "context": context}.items()))
+    return tuple(sorted({**g, "readings_from": shared}.items()))
 
 
 def _read(path: Path) -> dict:
@@ -240,7 +235,7 @@ def load_dir(folder: Path, lazy: bool = False) -> tuple:
         raise SignatureError(f"duplicate signature ids: {sorted(dup)}")
     for s in sigs:
         _check_known(s.explains + s.alternatives + tuple(a for p in s.patterns for a in p.alternatives)
-                     + tuple(i for g in s.gates for i in dict(g)["readings_from"]), ids, s.source)
+                     + tuple(dict(s.gate).get("readings_from", ())), ids, s.source)
     return tuple(sigs)
 
 
