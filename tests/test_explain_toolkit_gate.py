@@ -1,5 +1,6 @@
-"""Gates that share readings (readings_from), and the toolkit gate: a library's failed kernel (cuDNN's or cuBLAS's EXECUTION_FAILED, cuRAND's LAUNCH_FAILURE) in a report
-that names a CUDA toolkit which builds no code its GPU runs (versions.toolkit_lacks_gpu)."""
+"""Gates that share readings (readings_from), and the toolkit gate: a library's failed kernel (cuDNN's or cuBLAS's
+EXECUTION_FAILED, cuRAND's LAUNCH_FAILURE) in a report that names a CUDA toolkit which builds no code its GPU runs
+(versions.toolkit_lacks_gpu). A missing matrix proves nothing: test_explain_versions_gate.py, for every gate."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from cudadoctor import matrix
 from cudadoctor.explain import personal, rank, signatures, versions
 from cudadoctor.explain.scan import Scanner
 from explain_sets import SCANNER, SIGS
@@ -34,22 +34,9 @@ def test_toolkit_lacks_gpu(gpu, toolkit, lacks):
     assert versions.toolkit_lacks_gpu(gpu, toolkit) is lacks
 
 
-def test_a_missing_matrix_proves_nothing(monkeypatch):
-    def broken():
-        raise OSError("no matrix")
-
-    monkeypatch.setattr(matrix, "load", broken)
-    assert versions.toolkit_lacks_gpu("RTX 3090", "10.2") is False
-    assert versions.first_toolkit_for((8, 6)) is None
-
-
 @pytest.mark.parametrize("cc, first", [((8, 6), "11.0"), ((12, 0), "12.8"), ((9, 0), "11.8"), ((6, 1), "8.0")])
 def test_first_toolkit_for(cc, first):
     assert versions.first_toolkit_for(cc) == first
-
-
-def _ids(text: str) -> list:
-    return [m.id for m in rank.matches(SIGS, SCANNER.scan_text(text))]
 
 
 @pytest.mark.parametrize("text", [

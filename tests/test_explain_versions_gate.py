@@ -36,6 +36,8 @@ def test_a_missing_matrix_proves_nothing(monkeypatch):
 
     monkeypatch.setattr(matrix, "load", broken)
     assert versions.wheel_lacks_arch("sm_61", "2.8.0+cu128") is False
+    assert versions.toolkit_lacks_gpu("RTX 3090", "10.2") is False  # the toolkit gate (test_explain_toolkit_gate.py)
+    assert versions.first_toolkit_for((8, 6)) is None
 
 
 def test_the_gate_personalises_the_fix():

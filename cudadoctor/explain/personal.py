@@ -254,12 +254,13 @@ def _from_text(match, out: Personal, m) -> None:
         out.notes.append(f"the report shows code built for CUDA {versions.pretty(needs)} and a driver that runs CUDA "
                          f"up to {versions.pretty(has)}")
     gpu, wheel = versions.reading(c, "gpu"), versions.reading(c, "torch_ver")  # torch-arch-unsupported's gate
-    toolkit = versions.reading(c, "toolkit")  # no-kernel-image's gate (and torch-arch-unsupported's second)
-    if gpu and toolkit and match.gated == "toolkit_lacks_gpu":
-        cc = versions.gpu_cc_text(gpu) or compat.cc_str(min(versions.gpu_ccs(gpu)))
-        first = versions.first_toolkit_for(compat.parse_cc(cc))
+    toolkit = versions.reading(c, "toolkit")  # no-kernel-image's gate
+    if gpu and toolkit and match.gated == "toolkit_lacks_gpu":  # the gate held: the GPU's name means a known cc
+        cc = min(versions.gpu_ccs(gpu))
+        first = versions.first_toolkit_for(cc)
         first = f" (the first CUDA that can: {first})" if first else ""
-        out.notes.append(f"the report names CUDA {versions.pretty(toolkit)} and {gpu} (compute capability {cc}): by the "
+        out.notes.append(f"the report names CUDA {versions.pretty(toolkit)} and {gpu} (compute capability "
+                         f"{compat.cc_str(cc)}): by the "
                          f"version matrix that toolkit builds no code this GPU runs{first}: a binary built with it "
                          f"has no kernel for this GPU unless it carries PTX")
     if gpu and wheel and match.gated == "wheel_lacks_arch":  # the gate held: every GPU and wheel the report names agree

@@ -130,11 +130,12 @@ def nvcc_lacks_arch(arch: str, nvcc: str) -> bool:
 
 
 def toolkit_lacks_gpu(gpu: str, toolkit: str) -> bool:
-    """Can the CUDA toolkit a report names ('9.0', a build's or a library's CUDA) not build native code for the report's
-    GPU ('Tesla T4', 'sm_86', '8.6'), by the version matrix: a GPU newer than the toolkit's last architecture (a Turing
-    card under CUDA 9, an RTX 30 under CUDA 10) or one the toolkit has dropped? Every compute capability the GPU's
-    name may mean must be out of reach. Its library kernels (cuDNN's, cuBLAS's, cuRAND's) then have no code the GPU
-    runs unless they carried PTX. False when the matrix cannot say."""
+    """Can the CUDA toolkit a report names ('10.2', a build's or a library's CUDA) build no cubin the report's GPU
+    ('RTX 3090', 'sm_86', '8.6') runs, by the version matrix: a GPU of a newer major than the toolkit knows (an RTX 30
+    under CUDA 10, an RTX 50 under CUDA 12.6), or one the toolkit has dropped? Not a Turing card under CUDA 9: an sm_70
+    cubin runs on 7.5. Every compute capability the GPU's name may mean must be out of reach. Its library kernels
+    (cuDNN's, cuBLAS's, cuRAND's) then have no code the GPU runs unless they carried PTX. False when the matrix
+    cannot say."""
     try:
         from cudadoctor import matrix
 
@@ -144,24 +145,26 @@ def toolkit_lacks_gpu(gpu: str, toolkit: str) -> bool:
         return False
 
 
+def _cubin_rows(m, cc: tuple) -> list:
+    """The matrix's architecture rows whose cubins a GPU of compute capability `cc` runs: its own and the older minors of
+    its major (a cubin for X.Y runs on X.Z, Z >= Y: compat.sass_runs_on), newest first."""
+    return [r for r in (m.arch_for_cc((cc[0], minor)) for minor in range(cc[1], -1, -1)) if r is not None]
+
+
 def _builds_for(m, toolkit: str, cc: tuple) -> bool:
-    """Can this toolkit build a cubin the GPU runs: one for its own compute capability or an older minor of its major
-    (a cubin for X.Y runs on X.Z, Z >= Y)? True when the matrix cannot say."""
-    known = [m.nvcc_supports_cc(toolkit, (cc[0], minor)) for minor in range(cc[1], -1, -1)
-             if m.arch_for_cc((cc[0], minor)) is not None]
+    """Can this toolkit build a cubin the GPU runs? True when the matrix cannot say."""
+    known = [m.nvcc_supports_cc(toolkit, compat.parse_cc(r["cc"])) for r in _cubin_rows(m, cc)]
     return not known or any(k is not False for k in known)
 
 
 def first_toolkit_for(cc: tuple) -> Optional[str]:
-    """The oldest CUDA toolkit that builds a cubin a GPU of this compute capability runs (its own arch or an older minor
-    of its major), by the version matrix; None when it cannot say."""
+    """The oldest CUDA toolkit that builds a cubin a GPU of this compute capability runs, by the version matrix; None
+    when it cannot say."""
     try:
         from cudadoctor import matrix
         from cudadoctor.matrix import major_minor
 
-        m = matrix.load()
-        rows = [m.arch_for_cc((cc[0], minor)) for minor in range(cc[1], -1, -1)]
-        firsts = [r["nvcc_first"] for r in rows if r is not None and r.get("nvcc_first")]
+        firsts = [r["nvcc_first"] for r in _cubin_rows(matrix.load(), cc) if r.get("nvcc_first")]
         return min(firsts, key=major_minor) if firsts else None
     except Exception:  # noqa: BLE001 - the matrix is optional to explain
         return None
