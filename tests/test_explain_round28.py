@@ -1,0 +1,30 @@
+"""Round 28's patterns (fresh26's misses, read after scoring): each names its cause with a strong match, and leaves
+the look-alikes alone (tests/data/explain_review/s31.toml)."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from explain_sets import SCANNER, SIGS, answer
+from cudadoctor.explain import rank
+
+with open(Path(__file__).parent / "data" / "explain_review" / "s31.toml", "rb") as _f:
+    CASES = tomllib.load(_f)["case"]
+
+
+def strong_ids(text: str) -> list:
+    return [m.id for m in rank.rank(rank.matches(SIGS, SCANNER.scan_text(text))) if m.strong]
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if "expect" in c], ids=lambda c: c["name"])
+def test_named_first_and_strong(case):
+    assert answer(case["text"])[:1] == [case["expect"]]
+    assert strong_ids(case["text"])[:1] == [case["expect"]]
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if "expect_not" in c], ids=lambda c: c["name"])
+def test_look_alikes_left_alone(case):
+    assert not set(strong_ids(case["text"])) & set(case["expect_not"])
