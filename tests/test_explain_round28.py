@@ -28,3 +28,18 @@ def test_named_first_and_strong(case):
 @pytest.mark.parametrize("case", [c for c in CASES if "expect_not" in c], ids=lambda c: c["name"])
 def test_look_alikes_left_alone(case):
     assert not set(strong_ids(case["text"])) & set(case["expect_not"])
+
+
+with open(Path(__file__).parent / "data" / "explain_review" / "s31_mined.toml", "rb") as _f:
+    MINED = tomllib.load(_f)["case"]
+
+
+@pytest.mark.parametrize("case", [c for c in MINED if "expect" in c], ids=lambda c: c["name"])
+def test_mined_message_names_its_cause(case):
+    # a project's own wording of a cause, as the program prints it (mined from its source, session 31)
+    assert strong_ids(case["text"])[:1] == [case["expect"]], case["source"]
+
+
+@pytest.mark.parametrize("case", [c for c in MINED if c.get("expect_no_strong")], ids=lambda c: c["name"])
+def test_mined_message_in_a_traceback_source_line_is_not_the_error(case):
+    assert strong_ids(case["text"]) == []
