@@ -52,7 +52,10 @@ def test_every_code_regex_compiles():
 @pytest.mark.parametrize("form", FORMS)
 def test_a_bare_code_names_its_cause(entry, form):
     text = form.format(n=entry["number"])
-    assert answer(text, strict=True)[:1] == [entry["id"]], (text, answer(text, strict=True))
+    expect = entry["id"]
+    if entry["number"] == 999 and form.startswith(("cuInit", "cudaGetDeviceCount")):
+        expect = "no-driver-or-device"  # (round 29) 999 where CUDA initialises: a driver that cannot start, not a lost GPU
+    assert answer(text, strict=True)[:1] == [expect], (text, answer(text, strict=True))
 
 
 @pytest.mark.parametrize("text", [

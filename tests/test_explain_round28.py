@@ -43,3 +43,25 @@ def test_mined_message_names_its_cause(case):
 @pytest.mark.parametrize("case", [c for c in MINED if c.get("expect_no_strong")], ids=lambda c: c["name"])
 def test_mined_message_in_a_traceback_source_line_is_not_the_error(case):
     assert strong_ids(case["text"]) == []
+
+
+with open(Path(__file__).parent / "data" / "explain_review" / "s31_r29.toml", "rb") as _f:
+    ROUND29 = tomllib.load(_f)["case"]
+
+
+@pytest.mark.parametrize("case", ROUND29, ids=lambda c: c["name"])
+def test_round29_cases(case):
+    # round 29's patterns (fresh27's misses): cuDNN's VERSION_MISMATCH, NVRTC's builtins, 999 at initialisation
+    assert answer(case["text"])[:1] == [case["expect"]]
+    if case.get("weak"):
+        assert strong_ids(case["text"]) == []
+    else:
+        assert strong_ids(case["text"])[:1] == [case["expect"]]
+
+
+def test_error_code_999_stands_aside_where_signatures_do():
+    # error_codes.toml reads no sets: its 999 entry repeats _sets.toml's init_failed
+    sets = tomllib.loads((Path(__file__).parent.parent / "cudadoctor" / "explain" / "signatures" / "_sets.toml").read_text())
+    codes = tomllib.loads((Path(__file__).parent.parent / "cudadoctor" / "explain" / "error_codes.toml").read_text())
+    entry = next(c for c in codes["code"] if c["number"] == 999)
+    assert set(sets["sets"]["init_failed"]) <= set(entry["unless"])
