@@ -6,7 +6,7 @@ import time
 
 from fakes.system import FakeCmd
 from helpers import check, ids, status, steps
-from scenarios import h200, nvml_answer, torch_stages
+from scenarios import H200, h200, nvml_answer, torch_stages
 
 CORE = ["driver", "torch.cuda", "device.capability", "torch.op", "toolkit.nvcc"]
 
@@ -289,3 +289,43 @@ def test_major_mismatch_suggests_a_variant_this_torch_release_has():
     r = check(fs, only=["toolkit.nvcc"])
     cmds = _fix_cmds(r, "toolkit.nvcc")
     assert "torch==2.11.0 --index-url https://download.pytorch.org/whl/cu12" in cmds and "cu121" not in cmds
+
+
+# torch's own words when /dev/nvidia-uvm cannot be opened, recorded on an H200 (tests/data/h200/s31_torch_no_uvm.txt)
+NO_UVM = (H200 / "s31_torch_no_uvm.txt").read_text().strip().splitlines()[-1]
+
+
+def test_cuda_unknown_error_with_the_driver_answering_is_nvidia_uvm_after_a_suspend():
+    fs = h200(torch=FakeCmd(torch_stages(available=False, init_error=NO_UVM)))
+    fs.add_file("/dev/nvidia0", "")
+    fs.add_file("/dev/nvidiactl", "")
+    fs.add_file("/dev/nvidia-uvm", "")
+    r = check(fs)
+    f = next(f for f in steps(r)["torch.cuda"].findings if f.id == "torch.cuda.uvm")
+    assert f.status.value == "fail" and ids(r)["driver.ok"] == "ok"
+    assert f.evidence["/dev/nvidia-uvm"] == "present"
+    assert any("rmmod nvidia_uvm" in c for c in f.fix.commands)
+
+
+def test_cuda_unknown_error_without_dev_nvidia_uvm_loads_the_module():
+    fs = h200(torch=FakeCmd(torch_stages(available=False, init_error=NO_UVM)))
+    fs.add_file("/dev/nvidia0", "")
+    fs.add_file("/dev/nvidiactl", "")
+    r = check(fs)
+    f = next(f for f in steps(r)["torch.cuda"].findings if f.id == "torch.cuda.uvm")
+    assert f.evidence["/dev/nvidia-uvm"] == "missing"
+    assert f.fix.commands[:2] == ("sudo modprobe nvidia-uvm", "sudo nvidia-modprobe -u -c=0")
+
+
+def test_cuda_unknown_error_in_a_container_names_the_runtime():
+    fs = h200(torch=FakeCmd(torch_stages(available=False, init_error=NO_UVM)))
+    fs.add_file("/.dockerenv", "")
+    fs.add_file("/dev/nvidia0", "")
+    r = check(fs)
+    f = next(f for f in steps(r)["torch.cuda"].findings if f.id == "torch.cuda.uvm")
+    assert "docker" in f.fix.text and any("--gpus all" in c for c in f.fix.commands)
+
+
+def test_other_init_errors_stay_generic():
+    fs = h200(torch=FakeCmd(torch_stages(available=False, init_error="RuntimeError: CUDA error: out of memory")))
+    assert "torch.cuda.unavailable" in ids(check(fs)) and "torch.cuda.uvm" not in ids(check(fs))

@@ -65,3 +65,24 @@ def test_error_code_999_stands_aside_where_signatures_do():
     codes = tomllib.loads((Path(__file__).parent.parent / "cudadoctor" / "explain" / "error_codes.toml").read_text())
     entry = next(c for c in codes["code"] if c["number"] == 999)
     assert set(sets["sets"]["init_failed"]) <= set(entry["unless"])
+
+
+H200 = Path(__file__).parent / "data" / "h200"
+
+
+@pytest.mark.parametrize("name", ["s31_cuinit_no_uvm.txt", "s31_torch_no_uvm.txt"])
+def test_real_cuinit_999_without_nvidia_uvm_is_no_driver(name):
+    # recorded on an H200 with /dev/nvidia-uvm unopenable (tests/data/h200/README.md): the driver's state, not a lost GPU
+    text = (H200 / name).read_text()
+    assert answer(text)[:1] == ["no-driver-or-device"]
+    assert strong_ids(text)[:1] == ["no-driver-or-device"]
+
+
+@pytest.mark.parametrize("text, expect", [
+    ("cuInit(0) returned 999 (CUDA_ERROR_UNKNOWN)", "no-driver-or-device"),
+    ("cudaGetDeviceCount returned 999\n-> unknown error", "no-driver-or-device"),
+    ("CUDA error at kernel.cu:88 code=999(cudaErrorUnknown) \"cudaMemcpy(h, d, n, cudaMemcpyDeviceToHost)\"", "device-lost"),
+    ("cudaMemcpy returned 999", "device-lost"),
+])
+def test_999_at_initialisation_and_during_a_run(text, expect):
+    assert answer(text)[:1] == [expect]

@@ -63,7 +63,7 @@ def suggested_tag(ctx: Context, driver_cuda: str, torch_version: str = "") -> st
 
 
 @step("torch.cuda", "torch sees CUDA", 20, facts=("torch", "nvidia_smi", "nvml", "kernel_module", "platform",
-                                                  "other_envs"))
+                                                  "other_envs", "device_nodes"))
 def check_torch_cuda(ctx: Context) -> Outcome:
     """torch in the target interpreter: installed, CUDA build, is_available(), device_count(); why not."""
     tf = ctx.fact("torch")
@@ -190,6 +190,8 @@ def check_torch_cuda(ctx: Context) -> Outcome:
                 ("nvidia-smi  # 'CUDA Version' is the newest CUDA this driver runs",
                  pip_torch(py, torch_base_version(t.version), tag) if tag else f"{q(py)} -m pip install torch"),
                 GET_STARTED), dict(ev, driver=dv.version, driver_cuda=dv.cuda, init_error=t.init_error), "torch")])
+    if RE_UNKNOWN_ERROR.search(t.init_error or ""):
+        return uvm_outcome(ctx, label, py, dict(ev, init_error=t.init_error))
     return Outcome("torch.cuda.is_available() is False", [Finding(
         "torch.cuda.unavailable", Status.FAIL, f"torch.cuda.is_available() is False: {t.init_error or 'no reason given'}",
         "torch is a CUDA build and the driver answers, yet CUDA did not initialise; torch's own words are in the "
@@ -197,3 +199,48 @@ def check_torch_cuda(ctx: Context) -> Outcome:
         Fix("Read torch's reason and explain it:",
             (f"{q(py)} -c 'import torch; torch.cuda.init()'", f"cudadoctor explain {q(t.init_error[:200] or 'is_available False')}")),
         dict(ev, init_error=t.init_error, warnings=t.warnings), "torch")])
+
+
+# CUDA_ERROR_UNKNOWN (999) from cuInit while the driver answers: torch says "CUDA unknown error - this may be due to an
+# incorrectly set up environment, e.g. changing env variable CUDA_VISIBLE_DEVICES", which is seldom the cause
+RE_UNKNOWN_ERROR = re.compile(r"cuda unknown error|cuda_error_unknown|cudaerrorunknown|\(999\)|error 999", re.I)
+DOCS_UVM = "https://docs.nvidia.com/cuda/cuda-installation-guide-linux/#runfile-verifications"
+
+
+def uvm_outcome(ctx: Context, label: str, py: str, ev: dict) -> Outcome:
+    """cuInit fails with CUDA_ERROR_UNKNOWN though nvidia-smi answers: the unified-memory module (nvidia_uvm), which
+    nvidia-smi does not use and CUDA does: its device file is missing (the module not loaded, or a container not given
+    it), or the module broke across a suspend and resume. Reproduced on an H200 (session 31): /dev/nvidia-uvm made
+    unopenable, cuInit(0) returns 999 and torch raises exactly this while nvidia-smi and NVML are fine."""
+    nf = ctx.fact("device_nodes")
+    nodes = set(nf.value.nodes) if nf.ok and nf.value is not None else set()
+    plat = ctx.fact("platform").value
+    container = plat.container if plat is not None else ""
+    uvm = "/dev/nvidia-uvm" in nodes
+    ev = dict(ev, **{"/dev/nvidia-uvm": ("present" if uvm else "missing") if nf.ok else "not read"})
+    if container:
+        fix = Fix(f"Inside a {container} container the runtime must pass /dev/nvidia-uvm (the host must have it):",
+                  ("ls -l /dev/nvidia-uvm  # here and on the host",
+                   "sudo modprobe nvidia-uvm && sudo nvidia-modprobe -u -c=0  # on the host, if it is missing there",
+                   "docker run --gpus all ...  # the NVIDIA runtime mounts it"), DOCS_UVM)
+    elif nf.ok and not uvm:
+        fix = Fix("Load the unified-memory module and create its device file:",
+                  ("sudo modprobe nvidia-uvm", "sudo nvidia-modprobe -u -c=0",
+                   f"{q(py)} -c 'import torch; print(torch.cuda.is_available())'"), DOCS_UVM)
+    else:
+        fix = Fix("Reload the unified-memory module (it breaks across a suspend and resume); nothing may be using the "
+                  "GPU, else reboot:",
+                  ("sudo rmmod nvidia_uvm && sudo modprobe nvidia_uvm",
+                   f"{q(py)} -c 'import torch; print(torch.cuda.is_available())'",
+                   "sudo systemctl enable nvidia-suspend.service nvidia-resume.service  # keeps it working across sleep"),
+                  DOCS_UVM)
+    where = ("/dev/nvidia-uvm is missing" if nf.ok and not uvm else
+             "/dev/nvidia-uvm is there, so the module likely broke across a suspend" if uvm else
+             "the unified-memory module (nvidia_uvm) is the usual cause")
+    return Outcome("CUDA cannot initialise: unknown error (nvidia_uvm)", [Finding(
+        "torch.cuda.uvm", Status.FAIL,
+        f"{label}: CUDA initialisation fails with CUDA_ERROR_UNKNOWN (999) while the driver answers nvidia-smi; {where}",
+        "nvidia-smi and NVML work without the nvidia_uvm kernel module, CUDA does not: cuInit returns "
+        "CUDA_ERROR_UNKNOWN when /dev/nvidia-uvm cannot be opened (the module is not loaded, or a container was not "
+        "given the file) or when the module broke across a suspend and resume. torch's hint about "
+        "CUDA_VISIBLE_DEVICES is seldom the cause.", fix, ev, "every CUDA program")])

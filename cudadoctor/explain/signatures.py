@@ -262,9 +262,13 @@ def code_pattern(entry: dict, where: str) -> Pattern:
     w = float(entry.get("weight", 0.8))
     if not 0 < w <= 1:
         raise SignatureError(f"{where}: weight must be in (0, 1]")
-    rx = LazyRegex(rf"{_CODE_NAME}.{{0,80}}?{_CODE_WORD}\W{{0,4}}{n}{_CODE_END}|\({n} vs")
+    core = rf"{_CODE_NAME}.{{0,80}}?{_CODE_WORD}\W{{0,4}}{n}{_CODE_END}|\({n} vs"
     unless = tuple(u.lower() for u in _tuple_of_str(entry, "unless", where))
     _require_ascii(unless, f"{where}: 'unless'")
+    # `not_on_line`: the number does not count on a line that names one of these (999 where CUDA initialises)
+    off = tuple(u.lower() for u in _tuple_of_str(entry, "not_on_line", where))
+    _require_ascii(off, f"{where}: 'not_on_line'")
+    rx = LazyRegex(f"^(?!.*(?:{'|'.join(map(re.escape, off))}))(?:.*?)(?:{core})" if off else core)
     return Pattern(tuple(f.format(n=n) for f in _CODE_FORMS), rx, None, w, unless=unless,
                    alternatives=_tuple_of_str(entry, "alternatives", where), words=False, code=n)
 
