@@ -235,7 +235,7 @@ def uvm_outcome(ctx: Context, label: str, py: str, ev: dict) -> Outcome:
                    "sudo systemctl enable nvidia-suspend.service nvidia-resume.service  # keeps it working across sleep"),
                   DOCS_UVM)
     where = ("/dev/nvidia-uvm is missing" if nf.ok and not uvm else
-             "/dev/nvidia-uvm is there, so the module likely broke across a suspend" if uvm else
+             "/dev/nvidia-uvm is there but CUDA cannot use it (the module broke, as across a suspend)" if uvm else
              "the unified-memory module (nvidia_uvm) is the usual cause")
     return Outcome("CUDA cannot initialise: unknown error (nvidia_uvm)", [Finding(
         "torch.cuda.uvm", Status.FAIL,
