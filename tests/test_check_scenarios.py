@@ -329,3 +329,46 @@ def test_cuda_unknown_error_in_a_container_names_the_runtime():
 def test_other_init_errors_stay_generic():
     fs = h200(torch=FakeCmd(torch_stages(available=False, init_error="RuntimeError: CUDA error: out of memory")))
     assert "torch.cuda.unavailable" in ids(check(fs)) and "torch.cuda.uvm" not in ids(check(fs))
+
+
+# nvidia-smi as it answered on an H200 whose /dev/nvidia0 a device cgroup refused (session 31, EPERM through a shim)
+NO_DEVICES = FakeCmd(stdout="No devices were found\n", returncode=6)
+
+
+def no_gpu_machine(**env):
+    fs = h200(smi=NO_DEVICES, smi_csv=NO_DEVICES, nvml=FakeCmd(nvml_answer(device_count=0, gpus=[])), env=env or None)
+    for n in ("/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia-uvm"):
+        fs.add_file(n, "")
+    return fs
+
+
+def test_no_devices_with_gpu_files_the_user_may_not_open_is_permissions():
+    fs = no_gpu_machine()
+    fs.denied.update({"/dev/nvidia0", "/dev/nvidiactl"})
+    f = next(f for f in steps(check(fs))["driver"].findings)
+    assert f.id == "driver.device-permission" and f.status.value == "fail"
+    assert sorted(f.evidence["denied"]) == ["/dev/nvidia0", "/dev/nvidiactl"] and "ls -l /dev/nvidia*" in f.fix.commands
+
+
+def test_no_devices_in_a_slurm_job_is_a_job_without_a_gpu_request():
+    f = next(f for f in steps(check(no_gpu_machine(SLURM_JOB_ID="4242")))["driver"].findings)
+    assert f.id == "driver.slurm-no-gpu" and any("--gpus=1" in c for c in f.fix.commands)
+    assert "scontrol show job 4242 | grep -iE 'tres|gres'" in f.fix.commands
+
+
+def test_no_devices_in_a_container_with_the_files_is_its_device_cgroup():
+    fs = no_gpu_machine()
+    fs.add_file("/.dockerenv", "")
+    f = next(f for f in steps(check(fs))["driver"].findings)
+    assert f.id == "driver.container-no-gpu-access" and any("--gpus all" in c for c in f.fix.commands)
+
+
+def test_no_devices_on_a_host_stays_the_driver_log_and_the_bus():
+    f = next(f for f in steps(check(no_gpu_machine()))["driver"].findings)
+    assert f.id == "driver.no-devices" and "lspci -nn | grep -i nvidia" in f.fix.commands
+
+
+def test_no_devices_without_gpu_files_stays_generic_even_in_slurm():
+    fs = h200(smi=NO_DEVICES, smi_csv=NO_DEVICES, nvml=FakeCmd(nvml_answer(device_count=0, gpus=[])),
+              env={"SLURM_JOB_ID": "7"})
+    assert next(f for f in steps(check(fs))["driver"].findings).id == "driver.no-devices"

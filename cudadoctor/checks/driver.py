@@ -52,7 +52,58 @@ def _not_loaded(smi_path: str, smi_text: str, platform) -> Finding:
                    detail, fix, {smi_path: smi_text.strip()[:500]}, affects="every CUDA program")
 
 
-@step("driver", "NVIDIA driver", 10, facts=("nvidia_smi", "nvml", "kernel_module", "userspace_driver", "platform"))
+def _no_gpu(ctx: Context, headline: str, generic: Finding) -> Finding:
+    """The driver answers and lists no GPU, yet /dev/nvidiaN is there: this process may not open it. Its permissions
+    leave the user out, a Slurm job was given no GPU (its device cgroup refuses the rest), or a container's device
+    cgroup refuses it. Reproduced on an H200 (session 31): /dev/nvidia0 refused with EPERM, as a device cgroup does,
+    and nvidia-smi says "No devices were found". Elsewhere (no GPU file, a host) the generic finding stands."""
+    nf = ctx.fact("device_nodes")
+    nodes = list(nf.value.nodes) if nf.ok and nf.value is not None else []
+    denied = list(nf.value.denied) if nf.ok and nf.value is not None else []
+    gpu_files = sorted(n for n in nodes if n[len("/dev/nvidia"):].isdigit())
+    if not gpu_files:
+        return generic
+    env = ctx.fact("env").value
+    job = (env.vars.get("SLURM_JOB_ID", "") if env is not None else "") or ""
+    plat = ctx.fact("platform").value
+    container = plat.container if plat is not None else ""
+    ev = dict(generic.evidence, **{"/dev": sorted(nodes)})
+    if denied:
+        return Finding(
+            "driver.device-permission", Status.FAIL,
+            f"{headline}: {', '.join(denied)} exist but their permissions do not let this user open them",
+            "CUDA and NVML open the GPU's device files; where their owner and group leave the user out (some "
+            "distributions and cluster images make them 0660 for a group such as video), the driver shows this "
+            "process no GPU.",
+            Fix("See who may open them, then join that group (and log in again), or have the administrator set the "
+                "driver's NVreg_DeviceFileMode / NVreg_DeviceFileGID:",
+                ("ls -l /dev/nvidia*", "sudo usermod -aG <the group ls shows> $USER", "id  # after logging in again"),
+                DOCS_DRIVER), dict(ev, denied=denied), "every CUDA program")
+    if job:
+        return Finding(
+            "driver.slurm-no-gpu", Status.FAIL, f"{headline}: Slurm job {job} was given no GPU",
+            "Under Slurm with ConstrainDevices, a job sees the GPU device files but its device cgroup lets it open "
+            "only the GPUs it requested; a job or step that asked for none gets none.",
+            Fix("Request GPUs for the job and for each step:",
+                ("#SBATCH --gpus=1  # or --gres=gpu:1", "srun --gpus=1 nvidia-smi",
+                 f"scontrol show job {job} | grep -iE 'tres|gres'"),
+                "https://slurm.schedmd.com/gres.html"), dict(ev, SLURM_JOB_ID=job), "every CUDA program")
+    if container:
+        return Finding(
+            "driver.container-no-gpu-access", Status.FAIL,
+            f"{headline}: this {container} container has /dev/nvidia* but may not use them",
+            "The device files are mounted, yet the container's device cgroup refuses them: it was started without "
+            "the GPU, or its device rules were lost (a systemd reload on the host with runc's systemd cgroups). "
+            "If nvidia-smi on the host also finds no GPU, the GPU itself failed to initialise there.",
+            Fix("Restart the container with the GPU; on the host, keep the rules across reloads:",
+                ("docker run --gpus all ...  # or docker restart <container>", "nvidia-smi  # on the host",
+                 "sudo nvidia-ctk system create-dev-char-symlinks --create-all  # on the host"), DOCS_CONTAINER),
+            ev, "every CUDA program")
+    return generic
+
+
+@step("driver", "NVIDIA driver", 10, facts=("nvidia_smi", "nvml", "kernel_module", "userspace_driver", "platform",
+                                            "device_nodes", "env"))
 def check_driver(ctx: Context) -> Outcome:
     """nvidia-smi and the driver: version, maximum CUDA, GPUs, and the ways this layer breaks."""
     smi, nvml, km, usd = ctx.fact("nvidia_smi"), ctx.fact("nvml"), ctx.fact("kernel_module"), ctx.fact("userspace_driver")
@@ -103,13 +154,13 @@ def check_driver(ctx: Context) -> Outcome:
         if s.problem == "no-driver":
             return Outcome("the NVIDIA driver is not loaded", [_not_loaded(s.path, s.message, plat)])
         if s.problem == "no-devices":
-            return Outcome("driver loaded, no GPU found", [Finding(
+            return Outcome("driver loaded, no GPU found", [_no_gpu(ctx, "nvidia-smi: No devices were found", Finding(
                 "driver.no-devices", Status.FAIL, "nvidia-smi: No devices were found",
                 "The driver is loaded but sees no GPU: the GPU is not passed through (VM/container), it is "
                 "excluded (NVreg_ExcludedGpus), or it failed to initialise.",
                 Fix("Check that the GPU is on the PCI bus and what the driver logged:",
                     ("lspci -nn | grep -i nvidia", "sudo dmesg | grep -iE 'nvrm|xid' | tail -20")),
-                evidence, "every CUDA program")])
+                evidence, "every CUDA program"))])
         if s.problem == "nvml-unknown":
             return Outcome("NVML: Unknown Error", [Finding(
                 "driver.nvml-unknown-error", Status.FAIL, "nvidia-smi: Failed to initialize NVML: Unknown Error",
@@ -191,12 +242,12 @@ def check_driver(ctx: Context) -> Outcome:
     else:
         summary += " · nvidia-smi ok"
     if not view.gpus and (nvml.ok and nvml.value.device_count == 0):
-        return Outcome(f"{view.version} · no GPU", [Finding(
+        return Outcome(f"{view.version} · no GPU", [_no_gpu(ctx, "The driver is loaded but NVML sees no GPU", Finding(
             "driver.no-devices", Status.FAIL, "The driver is loaded but NVML sees no GPU",
             "No GPU is visible to the driver (not passed through, excluded, or failed to initialise).",
             Fix("Check the PCI bus and the driver log:", ("lspci -nn | grep -i nvidia",
                                                          "sudo dmesg | grep -iE 'nvrm|xid' | tail -20")),
-            evidence, "every CUDA program")])
+            evidence, "every CUDA program"))])
     evidence.update({"driver": view.version, "max CUDA": view.cuda, "sources": ", ".join(view.sources)})
     findings.insert(0, Finding("driver.ok", Status.OK, summary, evidence=evidence))
     return Outcome(summary, findings)

@@ -118,7 +118,10 @@ def gather_nvml_health(system: System, opts: Options, deps: dict) -> Fact:
 def gather_device_nodes(system: System, opts: Options, deps: dict) -> Fact:
     """The NVIDIA device files in /dev (nvidiactl, nvidia-uvm, nvidiaN, nvidia-nvswitchN)."""
     nodes = ["/dev/" + n for n in system.listdir("/dev") if n.startswith("nvidia")]
-    return Fact.found(DeviceNodes(nodes=nodes), "/dev")
+    # permissions only (os.access): opening a device file could block on a wedged GPU
+    denied = [n for n in nodes if n[len("/dev/"):] in ("nvidiactl", "nvidia-uvm") or n[len("/dev/nvidia"):].isdigit()]
+    denied = [n for n in denied if system.access_error(n) == "EACCES"]
+    return Fact.found(DeviceNodes(nodes=nodes, denied=denied), "/dev")
 
 
 def parse_xid_log(text: str) -> list:

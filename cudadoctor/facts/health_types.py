@@ -117,6 +117,7 @@ class XidLog:
 @dataclass
 class DeviceNodes:
     nodes: list[str] = field(default_factory=list)  # /dev/nvidia* present
+    denied: list[str] = field(default_factory=list)  # of those, the ones this user's permissions may not open
 
 
 @dataclass

@@ -84,6 +84,12 @@ class System:
     def exists(self, path: str) -> bool:
         raise NotImplementedError
 
+    def access_error(self, path: str) -> str:
+        """Why this process may not open `path` for reading and writing by its permissions ('' when it may): the
+        check a device file needs (/dev/nvidia0 owned by a group the user is not in). Nothing is opened, so a wedged
+        device cannot hang it; a device cgroup (Slurm, a container) that refuses the open is not seen here."""
+        return "" if self.exists(path) else "ENOENT"
+
     def is_dir(self, path: str) -> bool:
         raise NotImplementedError
 
@@ -218,6 +224,9 @@ class EnvOverlay(System):
 
     def exists(self, path):
         return self._inner.exists(path)
+
+    def access_error(self, path):
+        return self._inner.access_error(path)
 
     def is_dir(self, path):
         return self._inner.is_dir(path)

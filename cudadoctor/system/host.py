@@ -61,6 +61,11 @@ class HostSystem(System):
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
 
+    def access_error(self, path: str) -> str:
+        if not os.path.exists(path):
+            return "ENOENT"
+        return "" if os.access(path, os.R_OK | os.W_OK) else "EACCES"
+
     def is_dir(self, path: str) -> bool:
         return os.path.isdir(path)
 

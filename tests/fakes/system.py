@@ -42,6 +42,7 @@ class FakeSystem(System):
         self.commands: dict = {}  # argv tuple -> Answer
         self.symlinks = dict(symlinks or {})
         self.unreadable = set(unreadable)
+        self.denied: set = set()  # files whose permissions refuse this user (access_error)
         self.python = python
         self.hang_sleep = hang_sleep  # real seconds a hung command takes (keep tiny in tests)
         self.calls: list = []
@@ -150,6 +151,11 @@ class FakeSystem(System):
 
     def is_symlink(self, path):
         return path in self.symlinks
+
+    def access_error(self, path):
+        if not self.exists(path):
+            return "ENOENT"
+        return "EACCES" if path in self.denied else ""
 
     def file_size(self, path):
         data = self.files.get(self._resolve(path))
