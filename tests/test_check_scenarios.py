@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 from fakes.system import FakeCmd
@@ -372,3 +373,157 @@ def test_no_devices_without_gpu_files_stays_generic_even_in_slurm():
     fs = h200(smi=NO_DEVICES, smi_csv=NO_DEVICES, nvml=FakeCmd(nvml_answer(device_count=0, gpus=[])),
               env={"SLURM_JOB_ID": "7"})
     assert next(f for f in steps(check(fs))["driver"].findings).id == "driver.no-devices"
+
+# The review of the uvm and no-GPU verdicts (a helper, session 31): each asserts the verdict a CUDA/HPC expert gave
+# before the code was changed; 11 of these 12 failed at 694e28a
+
+
+def torch999(**kw):
+    return h200(torch=FakeCmd(torch_stages(available=False, init_error=NO_UVM)), **kw)
+
+
+def finding(r, step, fid=None):
+    fs = steps(r)[step].findings
+    return next(f for f in fs if fid is None or f.id == fid)
+
+
+def no_gpu_machine_files(files=("/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia-uvm"), **env):
+    fs = h200(smi=NO_DEVICES, smi_csv=NO_DEVICES, nvml=FakeCmd(nvml_answer(device_count=0, gpus=[])), env=env or None)
+    for n in files:
+        fs.add_file(n, "")
+    return fs
+
+
+# ---------------- torch.cuda.uvm
+
+def test_999_with_a_lost_gpu_is_not_nvidia_uvm():
+    """Xid 79: nvidia-smi 'Unable to determine the device handle ... Unknown Error', NVML still gives the version;
+    cuInit fails 999. The driver step says gpu-lost; the torch step must not blame nvidia_uvm / suggest rmmod."""
+    lost = FakeCmd(stdout="Unable to determine the device handle for GPU0000:00:06.0: Unknown Error\n", returncode=255)
+    fs = torch999(smi=lost, smi_csv=lost)
+    for n in ("/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia-uvm"):
+        fs.add_file(n, "")
+    r = check(fs)
+    assert ids(r).get("driver.gpu-lost") == "fail"
+    assert "torch.cuda.uvm" not in ids(r), finding(r, "torch.cuda").fix.commands
+
+
+def test_999_on_wsl2_does_not_modprobe_nvidia_uvm():
+    """WSL2 has no /dev/nvidia* (CUDA goes through /dev/dxg): modprobe nvidia-uvm / nvidia-modprobe are wrong there."""
+    fs = torch999()
+    fs.add_file("/proc/version", "Linux version 5.15.167.4-microsoft-standard-WSL2 (root@...) #1 SMP\n")
+    fs.add_file("/dev/dxg", "")
+    r = check(fs)
+    f = finding(r, "torch.cuda")
+    assert not any("modprobe" in c for c in f.fix.commands), (f.id, f.summary, f.fix.commands)
+
+
+def test_999_with_nvidia_uvm_refused_by_its_permissions_is_not_a_suspend():
+    fs = torch999()
+    for n in ("/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia-uvm"):
+        fs.add_file(n, "")
+    fs.denied.add("/dev/nvidia-uvm")
+    r = check(fs)
+    f = finding(r, "torch.cuda")
+    assert not any("rmmod" in c for c in f.fix.commands), (f.summary, f.fix.commands)
+    assert "permission" in f.summary.lower()
+
+
+def test_999_in_a_kubernetes_pod_does_not_say_docker_run():
+    fs = torch999(env={"KUBERNETES_SERVICE_HOST": "10.0.0.1"})
+    fs.add_file("/dev/nvidia0", "")
+    r = check(fs)
+    f = finding(r, "torch.cuda", "torch.cuda.uvm")
+    assert not any(c.startswith("docker ") for c in f.fix.commands), f.fix.commands
+
+
+# ---------------- driver._no_gpu
+
+def test_slurm_job_that_was_given_a_gpu_whose_gpu_failed_is_not_a_missing_request():
+    """ConstrainDevices, job given GPU 1 (SLURM_JOB_GPUS=1, CUDA_VISIBLE_DEVICES=0); GPU 1 failed to initialise,
+    GPU 0 refused by the cgroup: nvidia-smi 'No devices were found'. The job DID request a GPU."""
+    fs = no_gpu_machine_files(files=("/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia-uvm"),
+                        SLURM_JOB_ID="77", SLURM_JOB_GPUS="1", SLURM_STEP_GPUS="1", CUDA_VISIBLE_DEVICES="0")
+    f = finding(check(fs), "driver")
+    assert f.id != "driver.slurm-no-gpu", f.summary
+
+
+def test_permission_verdict_needs_every_gpu_file_refused():
+    """/dev/nvidia1 is 0660 (refused), /dev/nvidia0 is open to all: nvidia0's GPU would be listed if it worked,
+    so its permissions are not why no GPU is listed."""
+    fs = no_gpu_machine_files(files=("/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia-uvm"))
+    fs.denied.add("/dev/nvidia1")
+    f = finding(check(fs), "driver")
+    assert f.id != "driver.device-permission", f.summary
+
+
+def test_refused_nvidia_uvm_alone_does_not_explain_no_devices():
+    """NVML never opens /dev/nvidia-uvm: it cannot make nvidia-smi list no GPU."""
+    fs = no_gpu_machine_files()
+    fs.denied.add("/dev/nvidia-uvm")
+    f = finding(check(fs), "driver")
+    assert f.id != "driver.device-permission", f.summary
+
+
+def test_permission_in_a_rootless_podman_container_is_not_usermod_inside_it():
+    """Rootless podman drops supplementary groups (crun: --group-add keep-groups keeps them); usermod in the
+    container cannot help."""
+    fs = no_gpu_machine_files()
+    fs.add_file("/run/.containerenv", "")
+    fs.denied.update({"/dev/nvidia0", "/dev/nvidiactl"})
+    f = finding(check(fs), "driver")
+    assert f.id == "driver.device-permission"
+    assert not any("usermod" in c for c in f.fix.commands), f.fix.commands
+
+
+def test_kubernetes_pod_without_gpu_is_not_docker_run():
+    fs = no_gpu_machine_files(KUBERNETES_SERVICE_HOST="10.0.0.1")
+    f = finding(check(fs), "driver")
+    assert f.id == "driver.container-no-gpu-access"
+    assert not all(c.startswith(("docker ", "sudo nvidia-ctk", "nvidia-smi")) for c in f.fix.commands), f.fix.commands
+
+
+def test_nvidiactl_refused_insufficient_permissions_reaches_the_permission_verdict():
+    """/dev/nvidiactl 0660: nvidia-smi says 'Failed to initialize NVML: Insufficient Permissions' (smi problem
+    'no-permission'), the commonest form of the permission case."""
+    perm = FakeCmd(stdout="Failed to initialize NVML: Insufficient Permissions\n", returncode=4)
+    fs = h200(smi=perm, smi_csv=perm, nvml=FakeCmd('{"error": "NVML_ERROR_NO_PERMISSION", "message": "Insufficient Permissions"}'))
+    for n in ("/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia-uvm"):
+        fs.add_file(n, "")
+    fs.denied.update({"/dev/nvidiactl", "/dev/nvidia0"})
+    f = finding(check(fs), "driver")
+    assert f.id == "driver.device-permission", (f.id, f.summary)
+
+
+def test_slurm_job_id_is_quoted_in_the_fix():
+    fs = no_gpu_machine_files(SLURM_JOB_ID="1;id")
+    f = finding(check(fs), "driver")
+    assert f.id == "driver.slurm-no-gpu"
+    assert not any("show job 1;id" in c for c in f.fix.commands), f.fix.commands
+
+
+# ---------------- output
+
+def test_json_report_of_the_permission_case_is_valid():
+    from cudadoctor.render.json_report import render_json
+    fs = no_gpu_machine_files()
+    fs.denied.update({"/dev/nvidia0", "/dev/nvidiactl"})
+    r = check(fs)
+    from cudadoctor.facts.registry import Options  # noqa
+    env = fs.env
+    try:
+        text = render_json(r, env)
+    except Exception as e:  # env may be required
+        raise AssertionError(f"render_json: {e!r}")
+    d = json.loads(text)
+    drv = next(s for s in d["steps"] if s["id"] == "driver")
+    f = drv["findings"][0]
+    assert f["id"] == "driver.device-permission" and f["evidence"]["denied"] == ["/dev/nvidia0", "/dev/nvidiactl"] or \
+        sorted(f["evidence"]["denied"]) == ["/dev/nvidia0", "/dev/nvidiactl"]
+    assert d["facts"]["device_nodes"]["value"]["denied"]
+    try:
+        import jsonschema
+        schema = json.load(open("cudadoctor/schema/report-1.json"))
+        jsonschema.validate(d, schema)
+    except ImportError:
+        pass

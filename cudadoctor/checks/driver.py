@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cudadoctor.checks.common import driver_view
+from cudadoctor.checks.common import driver_view, q
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.model import FactState, Finding, Fix, Status
 
@@ -52,11 +52,19 @@ def _not_loaded(smi_path: str, smi_text: str, platform) -> Finding:
                    detail, fix, {smi_path: smi_text.strip()[:500]}, affects="every CUDA program")
 
 
+def runtime_fix(container: str) -> tuple:
+    """How to give this kind of container the GPU (the right words for its runtime)."""
+    if container == "kubernetes":
+        return ("kubectl describe pod <pod> | grep -iE 'nvidia.com/gpu|runtimeclass'",
+                "# in the pod spec: resources.limits: {nvidia.com/gpu: 1} (and runtimeClassName: nvidia where used)")
+    if container == "podman":
+        return ("podman run --device nvidia.com/gpu=all ...  # CDI: sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml",)
+    return ("docker run --gpus all ...  # or docker restart <container>",)
+
+
 def _no_gpu(ctx: Context, headline: str, generic: Finding) -> Finding:
-    """The driver answers and lists no GPU, yet /dev/nvidiaN is there: this process may not open it. Its permissions
-    leave the user out, a Slurm job was given no GPU (its device cgroup refuses the rest), or a container's device
-    cgroup refuses it. Reproduced on an H200 (session 31): /dev/nvidia0 refused with EPERM, as a device cgroup does,
-    and nvidia-smi says "No devices were found". Elsewhere (no GPU file, a host) the generic finding stands."""
+    """The driver answers and lists no GPU (or refuses NVML), yet /dev/nvidiaN is there: why this process may not
+    open it. Elsewhere (no GPU file, a host) the generic finding stands."""
     nf = ctx.fact("device_nodes")
     nodes = list(nf.value.nodes) if nf.ok and nf.value is not None else []
     denied = list(nf.value.denied) if nf.ok and nf.value is not None else []
@@ -64,41 +72,62 @@ def _no_gpu(ctx: Context, headline: str, generic: Finding) -> Finding:
     if not gpu_files:
         return generic
     env = ctx.fact("env").value
-    job = (env.vars.get("SLURM_JOB_ID", "") if env is not None else "") or ""
+    var = (lambda k: (env.vars.get(k, "") if env is not None else "") or "")
+    job = var("SLURM_JOB_ID")
+    given = var("SLURM_STEP_GPUS") or var("SLURM_JOB_GPUS")
     plat = ctx.fact("platform").value
     container = plat.container if plat is not None else ""
     ev = dict(generic.evidence, **{"/dev": sorted(nodes)})
-    if denied:
+    # NVML never opens /dev/nvidia-uvm; one refused GPU file does not hide the others
+    blocking = sorted(n for n in denied if n == "/dev/nvidiactl" or n in gpu_files)
+    if "/dev/nvidiactl" in blocking or (blocking and set(gpu_files) <= set(blocking)):
+        if container:
+            fix = Fix(f"This {container} container's user may not open them (a rootless runtime drops the "
+                      "supplementary groups that open them on the host): keep the groups, or run as a user in that group:",
+                      ("ls -ln /dev/nvidia*  # here: owner and group as numbers", "ls -l /dev/nvidia*  # on the host",
+                       "podman run --group-add keep-groups ...  # rootless podman with crun",
+                       "docker run --group-add <gid ls -ln shows> ..."), DOCS_CONTAINER)
+        else:
+            fix = Fix("See who may open them, then join that group (and log in again), or have the administrator set "
+                      "the driver's NVreg_DeviceFileMode / NVreg_DeviceFileGID:",
+                      ("ls -l /dev/nvidia*", "sudo usermod -aG <the group ls shows> $USER",
+                       "id  # after logging in again"), DOCS_DRIVER)
         return Finding(
             "driver.device-permission", Status.FAIL,
-            f"{headline}: {', '.join(denied)} exist but their permissions do not let this user open them",
+            f"{headline}: this user may not open {', '.join(blocking)} (their permissions leave it out)",
             "CUDA and NVML open the GPU's device files; where their owner and group leave the user out (some "
             "distributions and cluster images make them 0660 for a group such as video), the driver shows this "
-            "process no GPU.",
-            Fix("See who may open them, then join that group (and log in again), or have the administrator set the "
-                "driver's NVreg_DeviceFileMode / NVreg_DeviceFileGID:",
-                ("ls -l /dev/nvidia*", "sudo usermod -aG <the group ls shows> $USER", "id  # after logging in again"),
-                DOCS_DRIVER), dict(ev, denied=denied), "every CUDA program")
+            "process no GPU.", fix, dict(ev, denied=blocking), "every CUDA program")
+    if job and given:
+        return Finding(
+            "driver.slurm-gpu-failed", Status.FAIL,
+            f"{headline}: Slurm job {job} was given GPU {given}, and it does not answer",
+            "The job's device cgroup lets it open only the GPUs Slurm gave it, and the driver lists none of them: the "
+            "GPU assigned to this job failed to initialise or fell off the bus (an Xid error). This node needs its "
+            "administrator; another node will run the job.",
+            Fix("Tell the administrators (the node should be drained) and run the job elsewhere:",
+                (f"scontrol show job {q(job)} | grep -iE 'nodelist|tres|gres'",
+                 "sbatch --exclude=$SLURMD_NODENAME ...  # the same job, on another node"),
+                "https://slurm.schedmd.com/gres.html"),
+            dict(ev, SLURM_JOB_ID=job, SLURM_GPUS=given), "every CUDA program")
     if job:
         return Finding(
-            "driver.slurm-no-gpu", Status.FAIL, f"{headline}: Slurm job {job} was given no GPU",
+            "driver.slurm-no-gpu", Status.FAIL, f"{headline}: Slurm job {job} was given no GPU (no SLURM_JOB_GPUS)",
             "Under Slurm with ConstrainDevices, a job sees the GPU device files but its device cgroup lets it open "
-            "only the GPUs it requested; a job or step that asked for none gets none.",
+            "only the GPUs it requested; a job or step that asked for none gets none. (In an salloc shell on the "
+            "login node, run the command through srun.)",
             Fix("Request GPUs for the job and for each step:",
                 ("#SBATCH --gpus=1  # or --gres=gpu:1", "srun --gpus=1 nvidia-smi",
-                 f"scontrol show job {job} | grep -iE 'tres|gres'"),
+                 f"scontrol show job {q(job)} | grep -iE 'tres|gres'"),
                 "https://slurm.schedmd.com/gres.html"), dict(ev, SLURM_JOB_ID=job), "every CUDA program")
     if container:
         return Finding(
             "driver.container-no-gpu-access", Status.FAIL,
             f"{headline}: this {container} container has /dev/nvidia* but may not use them",
             "The device files are mounted, yet the container's device cgroup refuses them: it was started without "
-            "the GPU, or its device rules were lost (a systemd reload on the host with runc's systemd cgroups). "
-            "If nvidia-smi on the host also finds no GPU, the GPU itself failed to initialise there.",
-            Fix("Restart the container with the GPU; on the host, keep the rules across reloads:",
-                ("docker run --gpus all ...  # or docker restart <container>", "nvidia-smi  # on the host",
-                 "sudo nvidia-ctk system create-dev-char-symlinks --create-all  # on the host"), DOCS_CONTAINER),
-            ev, "every CUDA program")
+            "the GPU. If nvidia-smi on the host also finds no GPU, the GPU itself failed to initialise there.",
+            Fix("Start the container with the GPU:", runtime_fix(container) + ("nvidia-smi  # on the host",),
+                DOCS_CONTAINER), ev, "every CUDA program")
     return generic
 
 
@@ -161,6 +190,12 @@ def check_driver(ctx: Context) -> Outcome:
                 Fix("Check that the GPU is on the PCI bus and what the driver logged:",
                     ("lspci -nn | grep -i nvidia", "sudo dmesg | grep -iE 'nvrm|xid' | tail -20")),
                 evidence, "every CUDA program"))])
+        if s.problem == "no-permission":
+            return Outcome("NVML: insufficient permissions", [_no_gpu(ctx, "nvidia-smi: Insufficient Permissions", Finding(
+                "driver.smi-error", Status.FAIL, f"nvidia-smi failed: {smi.error[:200]}",
+                "NVML may not open the driver's device files.",
+                Fix("See the files' owner and group:", ("ls -l /dev/nvidia*", "id")),
+                dict(evidence, **{"nvidia-smi output": s.message.strip()[:500]}), "every CUDA program"))])
         if s.problem == "nvml-unknown":
             return Outcome("NVML: Unknown Error", [Finding(
                 "driver.nvml-unknown-error", Status.FAIL, "nvidia-smi: Failed to initialize NVML: Unknown Error",

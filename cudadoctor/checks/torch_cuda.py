@@ -12,6 +12,7 @@ from cudadoctor.checks.common import (
     torch_base_version,
     visible_ordinals,
 )
+from cudadoctor.checks.driver import runtime_fix
 from cudadoctor.checks.env_pointer import with_working_env
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.model import FactState, Finding, Fix, Status
@@ -190,7 +191,8 @@ def check_torch_cuda(ctx: Context) -> Outcome:
                 ("nvidia-smi  # 'CUDA Version' is the newest CUDA this driver runs",
                  pip_torch(py, torch_base_version(t.version), tag) if tag else f"{q(py)} -m pip install torch"),
                 GET_STARTED), dict(ev, driver=dv.version, driver_cuda=dv.cuda, init_error=t.init_error), "torch")])
-    if RE_UNKNOWN_ERROR.search(t.init_error or ""):
+    drv_res = ctx.results.get("driver")
+    if RE_UNKNOWN_ERROR.search(t.init_error or "") and not (drv_res and drv_res.status in (Status.FAIL, Status.ERROR)):
         return uvm_outcome(ctx, label, py, dict(ev, init_error=t.init_error))
     return Outcome("torch.cuda.is_available() is False", [Finding(
         "torch.cuda.unavailable", Status.FAIL, f"torch.cuda.is_available() is False: {t.init_error or 'no reason given'}",
@@ -217,12 +219,31 @@ def uvm_outcome(ctx: Context, label: str, py: str, ev: dict) -> Outcome:
     plat = ctx.fact("platform").value
     container = plat.container if plat is not None else ""
     uvm = "/dev/nvidia-uvm" in nodes
+    if plat is not None and plat.is_wsl:
+        return Outcome("CUDA cannot initialise: unknown error (WSL)", [Finding(
+            "torch.cuda.wsl-unknown-error", Status.FAIL,
+            f"{label}: CUDA initialisation fails with CUDA_ERROR_UNKNOWN (999) under WSL2",
+            "WSL2 has no nvidia_uvm and no /dev/nvidia*: CUDA goes through /dev/dxg and the Windows driver. 999 "
+            "there follows a Windows driver update or reset, or sleep, until WSL restarts.",
+            Fix("Restart WSL (from Windows), and keep the Windows driver current:",
+                ("wsl.exe --shutdown", "ls -l /dev/dxg /usr/lib/wsl/lib/libcuda.so.1",
+                 f"{q(py)} -c 'import torch; print(torch.cuda.is_available())'"),
+                "https://docs.nvidia.com/cuda/wsl-user-guide/index.html"), ev, "every CUDA program")])
+    if nf.ok and nf.value is not None and "/dev/nvidia-uvm" in getattr(nf.value, "denied", []):
+        return Outcome("CUDA cannot initialise: /dev/nvidia-uvm refused", [Finding(
+            "torch.cuda.uvm", Status.FAIL,
+            f"{label}: CUDA initialisation fails with CUDA_ERROR_UNKNOWN (999): the permissions of /dev/nvidia-uvm "
+            "do not let this user open it",
+            "CUDA opens /dev/nvidia-uvm read-write at initialisation; NVML and nvidia-smi do not, so they work.",
+            Fix("See who may open it; the driver makes it 0666 unless told otherwise (a udev rule or image):",
+                ("ls -l /dev/nvidia-uvm", "id", "sudo chmod 0666 /dev/nvidia-uvm  # until the next reboot"), DOCS_UVM),
+            dict(ev, **{"/dev/nvidia-uvm": "present, refused"}), "every CUDA program")])
     ev = dict(ev, **{"/dev/nvidia-uvm": ("present" if uvm else "missing") if nf.ok else "not read"})
     if container:
         fix = Fix(f"Inside a {container} container the runtime must pass /dev/nvidia-uvm (the host must have it):",
                   ("ls -l /dev/nvidia-uvm  # here and on the host",
                    "sudo modprobe nvidia-uvm && sudo nvidia-modprobe -u -c=0  # on the host, if it is missing there",
-                   "docker run --gpus all ...  # the NVIDIA runtime mounts it"), DOCS_UVM)
+                   ) + runtime_fix(container), DOCS_UVM)
     elif nf.ok and not uvm:
         fix = Fix("Load the unified-memory module and create its device file:",
                   ("sudo modprobe nvidia-uvm", "sudo nvidia-modprobe -u -c=0",
@@ -230,7 +251,7 @@ def uvm_outcome(ctx: Context, label: str, py: str, ev: dict) -> Outcome:
     else:
         fix = Fix("Reload the unified-memory module (it breaks across a suspend and resume); nothing may be using the "
                   "GPU, else reboot:",
-                  ("sudo rmmod nvidia_uvm && sudo modprobe nvidia_uvm",
+                  ("sudo rmmod nvidia_uvm; sudo modprobe nvidia_uvm  # modprobe also when it was not loaded",
                    f"{q(py)} -c 'import torch; print(torch.cuda.is_available())'",
                    "sudo systemctl enable nvidia-suspend.service nvidia-resume.service  # keeps it working across sleep"),
                   DOCS_UVM)
