@@ -9,6 +9,8 @@ from fakes.system import FakeCmd
 from helpers import check, ids, status, steps
 from scenarios import H200, h200, nvml_answer, torch_stages
 
+from cudadoctor.facts.torch import PROBE_SCRIPT
+
 CORE = ["driver", "torch.cuda", "device.capability", "torch.op", "toolkit.nvcc"]
 
 
@@ -527,3 +529,12 @@ def test_json_report_of_the_permission_case_is_valid():
         jsonschema.validate(d, schema)
     except ImportError:
         pass
+
+
+def test_torch_unavailable_under_a_failing_driver_step_points_at_it():
+    # as on the H200 with /dev/nvidia0 refused: nvidia-smi finds no GPU, torch says "No CUDA GPUs are available"
+    fs = no_gpu_machine(SLURM_JOB_ID="9")
+    fs.on([fs.python, PROBE_SCRIPT],
+          FakeCmd(torch_stages(available=False, init_error="RuntimeError: No CUDA GPUs are available")))
+    f = next(f for f in steps(check(fs))["torch.cuda"].findings if f.id == "torch.cuda.unavailable")
+    assert "driver step" in f.detail and f.fix.commands[0] == "cudadoctor check --only driver"

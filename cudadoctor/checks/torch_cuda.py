@@ -194,6 +194,12 @@ def check_torch_cuda(ctx: Context) -> Outcome:
     drv_res = ctx.results.get("driver")
     if RE_UNKNOWN_ERROR.search(t.init_error or "") and not (drv_res and drv_res.status in (Status.FAIL, Status.ERROR)):
         return uvm_outcome(ctx, label, py, dict(ev, init_error=t.init_error))
+    if drv_res and drv_res.status in (Status.FAIL, Status.ERROR):  # the driver step named the cause below torch
+        return Outcome("torch.cuda.is_available() is False (see the driver step)", [Finding(
+            "torch.cuda.unavailable", Status.FAIL, f"torch.cuda.is_available() is False: {t.init_error or 'no reason given'}",
+            f"The driver step failed ({drv_res.summary}): that is the cause; torch's own words are in the evidence.",
+            Fix("Fix the driver step first, then re-run:", ("cudadoctor check --only driver", "cudadoctor check")),
+            dict(ev, init_error=t.init_error, warnings=t.warnings), "torch")])
     return Outcome("torch.cuda.is_available() is False", [Finding(
         "torch.cuda.unavailable", Status.FAIL, f"torch.cuda.is_available() is False: {t.init_error or 'no reason given'}",
         "torch is a CUDA build and the driver answers, yet CUDA did not initialise; torch's own words are in the "
