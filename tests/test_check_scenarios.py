@@ -538,3 +538,12 @@ def test_torch_unavailable_under_a_failing_driver_step_points_at_it():
           FakeCmd(torch_stages(available=False, init_error="RuntimeError: No CUDA GPUs are available")))
     f = next(f for f in steps(check(fs))["torch.cuda"].findings if f.id == "torch.cuda.unavailable")
     assert "driver step" in f.detail and f.fix.commands[0] == "cudadoctor check --only driver"
+
+
+def test_no_nvidia_smi_and_no_nvml_in_a_compute_only_container_warns_without_claiming_nvml():
+    fs = h200(smi=False, nvml=FakeCmd(json.dumps({"error": "LibraryNotFound", "message": "NVML Shared Library Not Found"})))
+    fs.add_file("/.dockerenv", "")
+    r = check(fs)
+    f = next(f for f in steps(r)["driver"].findings if f.id == "driver.smi-missing")
+    assert f.status.value == "warn" and "NVML cannot be used" in f.summary
+    assert "NVIDIA_DRIVER_CAPABILITIES=compute,utility" in f.fix.commands[0] and ids(r)["torch.cuda.ok"] == "ok"

@@ -267,9 +267,11 @@ def check_driver(ctx: Context) -> Outcome:
     elif smi.state is FactState.NOT_FOUND:
         summary += " · nvidia-smi not on PATH"
         findings.append(Finding(
-            "driver.smi-missing", Status.WARN, "nvidia-smi is not on PATH (the driver itself answers through NVML)",
-            "Containers started without the `utility` driver capability lack nvidia-smi; elsewhere the driver's "
-            "utilities package is missing.",
+            "driver.smi-missing", Status.WARN, "nvidia-smi is not on PATH (the driver itself answers through "
+            + ("NVML)" if nvml.ok else "its kernel module; NVML cannot be used either)"),
+            "Containers started without the `utility` driver capability lack nvidia-smi"
+            + (" and NVML (libnvidia-ml)" if not nvml.ok else "") + "; elsewhere the driver's utilities package is "
+            "missing. CUDA itself needs neither.",
             Fix("Add the utility capability to the container, or install the driver utilities:",
                 ("docker run --gpus all -e NVIDIA_DRIVER_CAPABILITIES=compute,utility ...",
                  f"sudo apt install nvidia-utils-{view.version.split('.')[0]}"), DOCS_CONTAINER),
