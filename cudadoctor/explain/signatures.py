@@ -249,8 +249,9 @@ _CODE_WORD = r"(?:returned|returns|(?<!\] )error(?:_t)?|(?<!exit )(?<!return )co
 # #error directive", "error #101-D")
 _CODE_END = (r"(?![\d.]|-d\b|:\s*#error|\s*(?:lines?\b|times\b|[kmgt]i?b\b|bytes\b|%|ms\b|s\b|secs?\b|gpus?\b|devices?\b"
              r"|errors\b|warnings?\b))")
+# (round 31) "code : {n}": PaddlePaddle's form ("cudaGetDeviceCount failed in ..., error code : 35")
 _CODE_FORMS = ("error {n}", "error: {n}", "error={n}", "error = {n}", "error({n}", "error ({n}", "error_t {n}",
-               "code {n}", "code: {n}", "code={n}", "code({n}", "returned {n}", "returns {n}", "err_no={n}",
+               "code {n}", "code: {n}", "code : {n}", "code={n}", "code({n}", "returned {n}", "returns {n}", "err_no={n}",
                "err_no: {n}", "errno={n}", "result {n}", "result: {n}", "({n} vs", "error #")
 
 
