@@ -89,6 +89,7 @@ def test_regexes_fast_on_hostile_windows(sig):
     ({"gate": {"needs": "a", "has": "b", "weight": 0.5, "readings_from": "other"}}, "readings_from must be a list"),
     ({"gate": {"needs": "a", "has": "b", "weight": 0.5, "context": ["x"]}}, "unknown gate keys"),
     ({"gate": [{"needs": "a", "has": "b", "weight": 0.5}]}, "a gate needs"),
+    ({"pattern": [{"contains": ["x"], "not_in_source": "yes"}]}, "not_in_source must be true or false"),
 ])
 def test_bad_data_is_rejected(bad, err):
     base = {"id": "x", "title": "t", "layer": "l", "priority": 1, "meaning": "m", "causes": ["c"],
@@ -99,6 +100,20 @@ def test_bad_data_is_rejected(bad, err):
         base.update(bad)
     with pytest.raises(signatures.SignatureError, match=err):
         signatures.parse(base, "x.toml")
+
+
+@pytest.mark.parametrize("regex", [None, "need\\s+more|other", "^(?!.*asm_compiler)"])
+def test_not_in_source_refuses_the_line_that_raises_the_message(regex):
+    base = {"id": "x", "title": "t", "layer": "l", "priority": 1, "meaning": "m", "causes": ["c"],
+            "confirm": ["c"], "fixes": ["f"], "pattern": [{"contains": ["need more"], "not_in_source": True,
+                                                        **({"regex": regex} if regex else {})}]}
+    rx = signatures.parse(base, "x.toml").patterns[0].regex
+    assert rx.search("RuntimeError: need more GPUs")
+    for src in ('    raise RuntimeError("need more GPUs")', '  warnings.warn("need more GPUs")',
+                '    logger.error("need more GPUs")', '  print("need more GPUs")', '  throw std::runtime_error("need more");'):
+        assert not rx.search(src), src
+    if regex and regex.startswith("^"):
+        assert not rx.search("asm_compiler.cc: need more GPUs")  # the pattern's own lookahead still holds
 
 
 def test_named_sets_expand_in_context_and_unless_only():

@@ -106,6 +106,18 @@ def _regex(source: str, lazy: bool):
     return LazyRegex(source) if lazy else re.compile(source, re.IGNORECASE)
 
 
+# `not_in_source = true` on a pattern: the line is not the source line that raises or prints the message, as a Python
+# traceback or a code excerpt shows it (`raise CudaDriverError("CUDA initialized before forking")` above the real error)
+_NOT_SOURCE = r"^(?!.*(?:\braise\s+\w|warnings\.warn\(|\blog(?:ger)?\.\w+\(|\bprint\(|\bthrow\s+\w))"
+
+
+def _not_in_source(rx: Optional[str]) -> str:
+    """The pattern's regex behind the source-line guard (its own lookaheads at the line's start stay there)."""
+    if not rx:
+        return _NOT_SOURCE
+    return _NOT_SOURCE + (rx[1:] if rx.startswith("^") else f".*?(?:{rx})")
+
+
 def _check_known(names: tuple, ids, where: str) -> None:
     """explains, alternatives and a gate's readings_from may only name ids that exist."""
     unknown = [e for e in names if e not in ids]
@@ -129,6 +141,11 @@ def parse(data: dict, where: str = "<data>", lazy: bool = False, shared: Optiona
         context, unless = (_expand(_tuple_of_str(p, k, pw), sets, pw) for k in ("context", "unless"))
         _require_ascii(contains + context + unless, f"{pw}: 'contains', 'context' and 'unless'")
         rx = p.get("regex")
+        guard = p.get("not_in_source", False)
+        if not isinstance(guard, bool):
+            raise SignatureError(f"{pw}: not_in_source must be true or false")
+        if guard:
+            rx = _not_in_source(rx)
         try:
             compiled = _regex(rx, lazy) if rx else None
         except re.error as e:
