@@ -296,53 +296,61 @@ def test_major_mismatch_suggests_a_variant_this_torch_release_has():
 
 # torch's own words when /dev/nvidia-uvm cannot be opened, recorded on an H200 (tests/data/h200/s31_torch_no_uvm.txt)
 NO_UVM = (H200 / "s31_torch_no_uvm.txt").read_text().strip().splitlines()[-1]
+# nvidia-smi as it answered on an H200 whose /dev/nvidia0 a device cgroup refused (session 31, EPERM through a shim)
+NO_DEVICES = FakeCmd(stdout="No devices were found\n", returncode=6)
+
+
+def torch999(**kw):
+    return h200(torch=FakeCmd(torch_stages(available=False, init_error=NO_UVM)), **kw)
+
+
+def finding(r, step, fid=None):
+    fs = steps(r)[step].findings
+    return next(f for f in fs if fid is None or f.id == fid)
+
+
+def no_gpu_machine(files=("/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia-uvm"), **env):
+    fs = h200(smi=NO_DEVICES, smi_csv=NO_DEVICES, nvml=FakeCmd(nvml_answer(device_count=0, gpus=[])), env=env or None)
+    for n in files:
+        fs.add_file(n, "")
+    return fs
 
 
 def test_cuda_unknown_error_with_the_driver_answering_is_nvidia_uvm_after_a_suspend():
-    fs = h200(torch=FakeCmd(torch_stages(available=False, init_error=NO_UVM)))
+    fs = torch999()
     fs.add_file("/dev/nvidia0", "")
     fs.add_file("/dev/nvidiactl", "")
     fs.add_file("/dev/nvidia-uvm", "")
     r = check(fs)
-    f = next(f for f in steps(r)["torch.cuda"].findings if f.id == "torch.cuda.uvm")
+    f = finding(r, "torch.cuda", "torch.cuda.uvm")
     assert f.status.value == "fail" and ids(r)["driver.ok"] == "ok"
     assert f.evidence["/dev/nvidia-uvm"] == "present"
     assert any("rmmod nvidia_uvm" in c for c in f.fix.commands)
 
 
 def test_cuda_unknown_error_without_dev_nvidia_uvm_loads_the_module():
-    fs = h200(torch=FakeCmd(torch_stages(available=False, init_error=NO_UVM)))
+    fs = torch999()
     fs.add_file("/dev/nvidia0", "")
     fs.add_file("/dev/nvidiactl", "")
     r = check(fs)
-    f = next(f for f in steps(r)["torch.cuda"].findings if f.id == "torch.cuda.uvm")
+    f = finding(r, "torch.cuda", "torch.cuda.uvm")
     assert f.evidence["/dev/nvidia-uvm"] == "missing"
     assert f.fix.commands[:2] == ("sudo modprobe nvidia-uvm", "sudo nvidia-modprobe -u -c=0")
 
 
 def test_cuda_unknown_error_in_a_container_names_the_runtime():
-    fs = h200(torch=FakeCmd(torch_stages(available=False, init_error=NO_UVM)))
+    fs = torch999()
     fs.add_file("/.dockerenv", "")
     fs.add_file("/dev/nvidia0", "")
     r = check(fs)
-    f = next(f for f in steps(r)["torch.cuda"].findings if f.id == "torch.cuda.uvm")
+    f = finding(r, "torch.cuda", "torch.cuda.uvm")
     assert "docker" in f.fix.text and any("--gpus all" in c for c in f.fix.commands)
 
 
 def test_other_init_errors_stay_generic():
     fs = h200(torch=FakeCmd(torch_stages(available=False, init_error="RuntimeError: CUDA error: out of memory")))
-    assert "torch.cuda.unavailable" in ids(check(fs)) and "torch.cuda.uvm" not in ids(check(fs))
-
-
-# nvidia-smi as it answered on an H200 whose /dev/nvidia0 a device cgroup refused (session 31, EPERM through a shim)
-NO_DEVICES = FakeCmd(stdout="No devices were found\n", returncode=6)
-
-
-def no_gpu_machine(**env):
-    fs = h200(smi=NO_DEVICES, smi_csv=NO_DEVICES, nvml=FakeCmd(nvml_answer(device_count=0, gpus=[])), env=env or None)
-    for n in ("/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia-uvm"):
-        fs.add_file(n, "")
-    return fs
+    found = ids(check(fs))
+    assert "torch.cuda.unavailable" in found and "torch.cuda.uvm" not in found
 
 
 def test_no_devices_with_gpu_files_the_user_may_not_open_is_permissions():
@@ -378,22 +386,6 @@ def test_no_devices_without_gpu_files_stays_generic_even_in_slurm():
 
 # The review of the uvm and no-GPU verdicts (a helper, session 31): each asserts the verdict a CUDA/HPC expert gave
 # before the code was changed; 11 of these 12 failed at 694e28a
-
-
-def torch999(**kw):
-    return h200(torch=FakeCmd(torch_stages(available=False, init_error=NO_UVM)), **kw)
-
-
-def finding(r, step, fid=None):
-    fs = steps(r)[step].findings
-    return next(f for f in fs if fid is None or f.id == fid)
-
-
-def no_gpu_machine_files(files=("/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia-uvm"), **env):
-    fs = h200(smi=NO_DEVICES, smi_csv=NO_DEVICES, nvml=FakeCmd(nvml_answer(device_count=0, gpus=[])), env=env or None)
-    for n in files:
-        fs.add_file(n, "")
-    return fs
 
 
 # ---------------- torch.cuda.uvm
@@ -444,7 +436,7 @@ def test_999_in_a_kubernetes_pod_does_not_say_docker_run():
 def test_slurm_job_that_was_given_a_gpu_whose_gpu_failed_is_not_a_missing_request():
     """ConstrainDevices, job given GPU 1 (SLURM_JOB_GPUS=1, CUDA_VISIBLE_DEVICES=0); GPU 1 failed to initialise,
     GPU 0 refused by the cgroup: nvidia-smi 'No devices were found'. The job DID request a GPU."""
-    fs = no_gpu_machine_files(files=("/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia-uvm"),
+    fs = no_gpu_machine(files=("/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia-uvm"),
                         SLURM_JOB_ID="77", SLURM_JOB_GPUS="1", SLURM_STEP_GPUS="1", CUDA_VISIBLE_DEVICES="0")
     f = finding(check(fs), "driver")
     assert f.id != "driver.slurm-no-gpu", f.summary
@@ -453,7 +445,7 @@ def test_slurm_job_that_was_given_a_gpu_whose_gpu_failed_is_not_a_missing_reques
 def test_permission_verdict_needs_every_gpu_file_refused():
     """/dev/nvidia1 is 0660 (refused), /dev/nvidia0 is open to all: nvidia0's GPU would be listed if it worked,
     so its permissions are not why no GPU is listed."""
-    fs = no_gpu_machine_files(files=("/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia-uvm"))
+    fs = no_gpu_machine(files=("/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia-uvm"))
     fs.denied.add("/dev/nvidia1")
     f = finding(check(fs), "driver")
     assert f.id != "driver.device-permission", f.summary
@@ -461,7 +453,7 @@ def test_permission_verdict_needs_every_gpu_file_refused():
 
 def test_refused_nvidia_uvm_alone_does_not_explain_no_devices():
     """NVML never opens /dev/nvidia-uvm: it cannot make nvidia-smi list no GPU."""
-    fs = no_gpu_machine_files()
+    fs = no_gpu_machine()
     fs.denied.add("/dev/nvidia-uvm")
     f = finding(check(fs), "driver")
     assert f.id != "driver.device-permission", f.summary
@@ -470,7 +462,7 @@ def test_refused_nvidia_uvm_alone_does_not_explain_no_devices():
 def test_permission_in_a_rootless_podman_container_is_not_usermod_inside_it():
     """Rootless podman drops supplementary groups (crun: --group-add keep-groups keeps them); usermod in the
     container cannot help."""
-    fs = no_gpu_machine_files()
+    fs = no_gpu_machine()
     fs.add_file("/run/.containerenv", "")
     fs.denied.update({"/dev/nvidia0", "/dev/nvidiactl"})
     f = finding(check(fs), "driver")
@@ -479,7 +471,7 @@ def test_permission_in_a_rootless_podman_container_is_not_usermod_inside_it():
 
 
 def test_kubernetes_pod_without_gpu_is_not_docker_run():
-    fs = no_gpu_machine_files(KUBERNETES_SERVICE_HOST="10.0.0.1")
+    fs = no_gpu_machine(KUBERNETES_SERVICE_HOST="10.0.0.1")
     f = finding(check(fs), "driver")
     assert f.id == "driver.container-no-gpu-access"
     assert not all(c.startswith(("docker ", "sudo nvidia-ctk", "nvidia-smi")) for c in f.fix.commands), f.fix.commands
@@ -498,7 +490,7 @@ def test_nvidiactl_refused_insufficient_permissions_reaches_the_permission_verdi
 
 
 def test_slurm_job_id_is_quoted_in_the_fix():
-    fs = no_gpu_machine_files(SLURM_JOB_ID="1;id")
+    fs = no_gpu_machine(SLURM_JOB_ID="1;id")
     f = finding(check(fs), "driver")
     assert f.id == "driver.slurm-no-gpu"
     assert not any("show job 1;id" in c for c in f.fix.commands), f.fix.commands
@@ -508,7 +500,7 @@ def test_slurm_job_id_is_quoted_in_the_fix():
 
 def test_json_report_of_the_permission_case_is_valid():
     from cudadoctor.render.json_report import render_json
-    fs = no_gpu_machine_files()
+    fs = no_gpu_machine()
     fs.denied.update({"/dev/nvidia0", "/dev/nvidiactl"})
     r = check(fs)
     from cudadoctor.facts.registry import Options  # noqa

@@ -70,3 +70,13 @@ def ld_without(entries: list, drop: set) -> str:
     """The command that sets LD_LIBRARY_PATH to `entries` without `drop` (or unsets it when none remain)."""
     keep = [e for e in entries if e not in drop]
     return f"export LD_LIBRARY_PATH={q(':'.join(keep))}" if keep else "unset LD_LIBRARY_PATH"
+
+
+def runtime_fix(container: str) -> tuple:
+    """How to give this kind of container the GPU (the right words for its runtime)."""
+    if container == "kubernetes":
+        return ("kubectl describe pod <pod> | grep -iE 'nvidia.com/gpu|runtimeclass'",
+                "# in the pod spec: resources.limits: {nvidia.com/gpu: 1} (and runtimeClassName: nvidia where used)")
+    if container == "podman":
+        return ("podman run --device nvidia.com/gpu=all ...  # CDI: sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml",)
+    return ("docker run --gpus all ...  # or docker restart <container>",)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from cudadoctor.checks.common import driver_view, q
+from cudadoctor.checks.common import driver_view, q, runtime_fix
 from cudadoctor.checks.registry import Context, Outcome, step
+from cudadoctor.facts.health_types import DeviceNodes
 from cudadoctor.model import FactState, Finding, Fix, Status
 
 DOCS_DRIVER = "https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/"
@@ -52,23 +53,12 @@ def _not_loaded(smi_path: str, smi_text: str, platform) -> Finding:
                    detail, fix, {smi_path: smi_text.strip()[:500]}, affects="every CUDA program")
 
 
-def runtime_fix(container: str) -> tuple:
-    """How to give this kind of container the GPU (the right words for its runtime)."""
-    if container == "kubernetes":
-        return ("kubectl describe pod <pod> | grep -iE 'nvidia.com/gpu|runtimeclass'",
-                "# in the pod spec: resources.limits: {nvidia.com/gpu: 1} (and runtimeClassName: nvidia where used)")
-    if container == "podman":
-        return ("podman run --device nvidia.com/gpu=all ...  # CDI: sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml",)
-    return ("docker run --gpus all ...  # or docker restart <container>",)
-
-
 def _no_gpu(ctx: Context, headline: str, generic: Finding) -> Finding:
     """The driver answers and lists no GPU (or refuses NVML), yet /dev/nvidiaN is there: why this process may not
     open it. Elsewhere (no GPU file, a host) the generic finding stands."""
     nf = ctx.fact("device_nodes")
-    nodes = list(nf.value.nodes) if nf.ok and nf.value is not None else []
-    denied = list(nf.value.denied) if nf.ok and nf.value is not None else []
-    gpu_files = sorted(n for n in nodes if n[len("/dev/nvidia"):].isdigit())
+    dn = nf.value if nf.ok and nf.value is not None else DeviceNodes()
+    nodes, denied, gpu_files = dn.nodes, dn.denied, dn.gpu_files()
     if not gpu_files:
         return generic
     env = ctx.fact("env").value

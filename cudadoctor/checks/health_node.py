@@ -15,6 +15,7 @@ from cudadoctor.checks.health_common import (
 )
 from cudadoctor.checks.registry import Context, Outcome
 from cudadoctor.facts.driver import lib_version
+from cudadoctor.facts.health_types import DeviceNodes
 from cudadoctor.model import FactState, Finding, Fix, Status
 
 CUDA_SYSTEM_DRIVER_MISMATCH = 803
@@ -192,7 +193,8 @@ def check_devices(ctx: Context) -> Outcome:
 
 def check_device_files(ctx: Context) -> Outcome:
     """/dev/nvidiactl, /dev/nvidia-uvm and /dev/nvidiaN for every GPU."""
-    nodes = set(ctx.fact("device_nodes").value.nodes) if ctx.fact("device_nodes").ok else set()
+    dn = ctx.fact("device_nodes").value if ctx.fact("device_nodes").ok else DeviceNodes()
+    nodes = set(dn.nodes)
     plat = ctx.fact("platform").value
     container = plat.container if plat is not None else ""
     la = ctx.fact("health_launch")
@@ -220,7 +222,7 @@ def check_device_files(ctx: Context) -> Outcome:
             "CUDA needs the unified-memory module and its device file: cuInit fails without them.",
             Fix("Load the module and create its device file:", ("sudo modprobe nvidia-uvm", "sudo nvidia-modprobe -u -c=0"),
                 DOCS_DRIVER), {"/dev": sorted(nodes)}, "every CUDA program"))
-    gpu_files = sorted((n for n in nodes if n[len("/dev/nvidia"):].isdigit()), key=lambda n: int(n[len("/dev/nvidia"):]))
+    gpu_files = dn.gpu_files()
     summary = f"{len(gpu_files)} GPU device file{'s' if len(gpu_files) != 1 else ''}" + (
         ", nvidiactl" if "/dev/nvidiactl" in nodes else "") + (", nvidia-uvm" if "/dev/nvidia-uvm" in nodes else "")
     if findings:

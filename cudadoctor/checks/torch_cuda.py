@@ -9,12 +9,13 @@ from cudadoctor.checks.common import (
     driver_view,
     major_minor,
     q,
+    runtime_fix,
     torch_base_version,
     visible_ordinals,
 )
-from cudadoctor.checks.driver import runtime_fix
 from cudadoctor.checks.env_pointer import with_working_env
 from cudadoctor.checks.registry import Context, Outcome, step
+from cudadoctor.facts.health_types import DeviceNodes
 from cudadoctor.model import FactState, Finding, Fix, Status
 
 INDEX = "https://download.pytorch.org/whl/"
@@ -192,9 +193,10 @@ def check_torch_cuda(ctx: Context) -> Outcome:
                  pip_torch(py, torch_base_version(t.version), tag) if tag else f"{q(py)} -m pip install torch"),
                 GET_STARTED), dict(ev, driver=dv.version, driver_cuda=dv.cuda, init_error=t.init_error), "torch")])
     drv_res = ctx.results.get("driver")
-    if RE_UNKNOWN_ERROR.search(t.init_error or "") and not (drv_res and drv_res.status in (Status.FAIL, Status.ERROR)):
+    driver_failed = drv_res is not None and drv_res.status in (Status.FAIL, Status.ERROR)
+    if RE_UNKNOWN_ERROR.search(t.init_error or "") and not driver_failed:
         return uvm_outcome(ctx, label, py, dict(ev, init_error=t.init_error))
-    if drv_res and drv_res.status in (Status.FAIL, Status.ERROR):  # the driver step named the cause below torch
+    if driver_failed:  # the driver step named the cause below torch
         return Outcome("torch.cuda.is_available() is False (see the driver step)", [Finding(
             "torch.cuda.unavailable", Status.FAIL, f"torch.cuda.is_available() is False: {t.init_error or 'no reason given'}",
             f"The driver step failed ({drv_res.summary}): that is the cause; torch's own words are in the evidence.",
@@ -221,10 +223,10 @@ def uvm_outcome(ctx: Context, label: str, py: str, ev: dict) -> Outcome:
     it), or the module broke across a suspend and resume. Reproduced on an H200 (session 31): /dev/nvidia-uvm made
     unopenable, cuInit(0) returns 999 and torch raises exactly this while nvidia-smi and NVML are fine."""
     nf = ctx.fact("device_nodes")
-    nodes = set(nf.value.nodes) if nf.ok and nf.value is not None else set()
+    dn = nf.value if nf.ok and nf.value is not None else DeviceNodes()
     plat = ctx.fact("platform").value
     container = plat.container if plat is not None else ""
-    uvm = "/dev/nvidia-uvm" in nodes
+    uvm = "/dev/nvidia-uvm" in dn.nodes
     if plat is not None and plat.is_wsl:
         return Outcome("CUDA cannot initialise: unknown error (WSL)", [Finding(
             "torch.cuda.wsl-unknown-error", Status.FAIL,
@@ -235,7 +237,7 @@ def uvm_outcome(ctx: Context, label: str, py: str, ev: dict) -> Outcome:
                 ("wsl.exe --shutdown", "ls -l /dev/dxg /usr/lib/wsl/lib/libcuda.so.1",
                  f"{q(py)} -c 'import torch; print(torch.cuda.is_available())'"),
                 "https://docs.nvidia.com/cuda/wsl-user-guide/index.html"), ev, "every CUDA program")])
-    if nf.ok and nf.value is not None and "/dev/nvidia-uvm" in getattr(nf.value, "denied", []):
+    if "/dev/nvidia-uvm" in dn.denied:
         return Outcome("CUDA cannot initialise: /dev/nvidia-uvm refused", [Finding(
             "torch.cuda.uvm", Status.FAIL,
             f"{label}: CUDA initialisation fails with CUDA_ERROR_UNKNOWN (999): the permissions of /dev/nvidia-uvm "

@@ -117,11 +117,11 @@ def gather_nvml_health(system: System, opts: Options, deps: dict) -> Fact:
 @gatherer("device_nodes", value_type=DeviceNodes)
 def gather_device_nodes(system: System, opts: Options, deps: dict) -> Fact:
     """The NVIDIA device files in /dev (nvidiactl, nvidia-uvm, nvidiaN, nvidia-nvswitchN)."""
-    nodes = ["/dev/" + n for n in system.listdir("/dev") if n.startswith("nvidia")]
+    found = DeviceNodes(nodes=["/dev/" + n for n in system.listdir("/dev") if n.startswith("nvidia")])
     # permissions only (os.access): opening a device file could block on a wedged GPU
-    denied = [n for n in nodes if n[len("/dev/"):] in ("nvidiactl", "nvidia-uvm") or n[len("/dev/nvidia"):].isdigit()]
-    denied = [n for n in denied if system.access_error(n) == "EACCES"]
-    return Fact.found(DeviceNodes(nodes=nodes, denied=denied), "/dev")
+    found.denied = [n for n in found.nodes if (n in ("/dev/nvidiactl", "/dev/nvidia-uvm") or n in found.gpu_files())
+                    and system.access_error(n) == "EACCES"]
+    return Fact.found(found, "/dev")
 
 
 def parse_xid_log(text: str) -> list:

@@ -119,6 +119,10 @@ class DeviceNodes:
     nodes: list[str] = field(default_factory=list)  # /dev/nvidia* present
     denied: list[str] = field(default_factory=list)  # of those, the ones this user's permissions may not open
 
+    def gpu_files(self) -> list:
+        """The per-GPU files (/dev/nvidia0, /dev/nvidia1, ...), in GPU order."""
+        return sorted((n for n in self.nodes if n[len("/dev/nvidia"):].isdigit()), key=lambda n: int(n[len("/dev/nvidia"):]))
+
 
 @dataclass
 class NodeProcesses:
