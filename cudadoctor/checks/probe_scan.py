@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from cudadoctor.checks.common import driver_view, ld_without, q
+from cudadoctor.checks.common import ld_without, q
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.compat import NATIVE, NO_IMAGE, PTX_JIT, PTX_TOO_NEW, cc_str
 from cudadoctor.model import Finding, Fix, Status
@@ -18,9 +18,11 @@ EXT_DOCS = "https://pytorch.org/docs/stable/cpp_extension.html"
 
 
 def _gpu(ctx: Context):
-    dv = driver_view(ctx)
-    g = next((g for g in dv.gpus if g.cc), None)
-    return (g.cc, g.name, dv.cuda) if g else (None, "", dv.cuda)
+    """The GPU the scan fact judged against (nvidia-smi/NVML, else CUDA's list where neither can list GPUs)."""
+    from cudadoctor.facts.local_gpu import from_facts
+
+    g = from_facts(ctx.facts)
+    return g.cc, g.name, g.driver_cuda
 
 
 def _dist(pkg: str) -> str:
@@ -136,7 +138,8 @@ def _too_new_fix(ctx: Context, j, key: str, driver_cuda: str, py: str) -> Fix:
                DOCS)
 
 
-@step("probe.scan", "CUDA binaries vs this GPU", 90, facts=("probe_scan", "nvidia_smi", "nvml", "env"))
+@step("probe.scan", "CUDA binaries vs this GPU", 90,
+      facts=("probe_scan", "nvidia_smi", "nvml", "kernel_module", "gpu_peers", "env"))
 def check_probe_scan(ctx: Context) -> Outcome:
     """Every CUDA binary in the target's site-packages judged against this GPU's compute capability."""
     from cudadoctor.probes.scan import arch_list_verdict, judge

@@ -9,7 +9,7 @@ from collections import Counter
 from cudadoctor.checks.common import driver_view
 from cudadoctor.checks.gpu_pairs import gpu_tag, joined_pairs
 from cudadoctor.checks.registry import Context, Outcome, step
-from cudadoctor.facts.gpu_links import P2P_STATUS
+from cudadoctor.facts.gpu_links import NVML_BLIND, P2P_STATUS
 from cudadoctor.facts.host_links import norm_bus
 from cudadoctor.model import FactState, Finding, Fix, Status
 
@@ -26,9 +26,44 @@ RECOVERY, REPLAY = 1, 0
 REPLAY_WARN = 100  # replays during one short all-reduce that mean a link retransmits persistently
 
 
+def cuda_count_finding(ctx: Context, want: int) -> Finding:
+    """--expect-gpus where nvidia-smi and NVML cannot list the GPUs: CUDA's own count stands in."""
+    pf = ctx.fact("gpu_peers")
+    if not pf.ok:
+        return Finding("topology.gpu-count", Status.SKIP,
+                       f"the GPUs could not be counted: {NVML_BLIND.split(',')[0]}, and CUDA: {pf.error}",
+                       evidence={"--expect-gpus": want, "source": pf.source})
+    n, cvd = len(pf.value.devices), pf.value.visible_devices
+    names = ", ".join(f"{d.ordinal}: {d.name}" for d in pf.value.devices)
+    ev = {"--expect-gpus": want, "CUDA sees": n, "GPUs": names, "CUDA_VISIBLE_DEVICES": cvd,
+          "source": "CUDA driver API (nvidia-smi and NVML cannot list GPUs here)"}
+    if n == want:
+        return Finding("topology.gpu-count", Status.OK, f"{n} GPU{'s' if n != 1 else ''} (CUDA's count), as expected",
+                       evidence=ev)
+    if cvd is not None:
+        return Finding(
+            "topology.gpu-count", Status.WARN, f"expected {want} GPUs, CUDA sees {n} under CUDA_VISIBLE_DEVICES={cvd}",
+            detail="CUDA_VISIBLE_DEVICES hides GPUs from CUDA, and without nvidia-smi or NVML the node's own count "
+                   "cannot be read here.",
+            fix=Fix("Count them without the mask:", ("env -u CUDA_VISIBLE_DEVICES cudadoctor check --only topology "
+                                                     f"--expect-gpus {want}",)), evidence=ev)
+    return Finding(
+        "topology.gpu-count", Status.FAIL, f"expected {want} GPUs, CUDA sees {n}",
+        detail="nvidia-smi and NVML cannot list GPUs here, so this is CUDA's count: a container given fewer GPUs "
+               "than the node has (NVIDIA_VISIBLE_DEVICES, --gpus, a pod's nvidia.com/gpu limit), or a GPU that fell "
+               "off the bus or failed to initialise.",
+        fix=Fix("See which GPUs this container was given, and on the host which is missing:",
+                ("echo $NVIDIA_VISIBLE_DEVICES; ls -l /dev/nvidia[0-9]*", "nvidia-smi -L  # on the host",
+                 "sudo dmesg | grep -iE 'xid|nvrm' | tail -20  # on the host"),
+                "https://docs.nvidia.com/deploy/xid-errors/index.html"),
+        evidence=ev, affects="jobs sized for the node")
+
+
 def count_finding(ctx: Context) -> Finding:
     want = (ctx.fact("gpu_expect").value or {}).get("gpus")
     dv = driver_view(ctx)
+    if dv.gpus_unknown:
+        return cuda_count_finding(ctx, want)
     n = len(dv.gpus)
     names = ", ".join(f"{g.index}: {g.name}" for g in dv.gpus)
     if n == want:
@@ -256,6 +291,26 @@ def ordinals_finding(ctx: Context):
         evidence=ev, affects="which GPU a job gets")
 
 
+def blind_finding(ctx: Context) -> Finding:
+    """Where nvidia-smi and NVML cannot list the GPUs (the driver step warns): CUDA's count and peer access."""
+    pf = ctx.fact("gpu_peers")
+    if not pf.ok:
+        return Finding("topology.unreadable", Status.SKIP, f"{NVML_BLIND}; CUDA's own list: {pf.error}",
+                       evidence={"source": pf.source})
+    n = len(pf.value.devices)
+    if n < 2:
+        return Finding("topology.single", Status.SKIP,
+                       f"CUDA shows {n} GPU{'s' if n != 1 else ''}: nothing between GPUs (nvidia-smi and NVML cannot "
+                       "list GPUs here)", evidence={"source": pf.source})
+    known = [p for p in pf.value.peers if p.access is not None]
+    ok = sum(1 for p in known if p.access)
+    access = f"peer access on {ok} of {len(known)} ordered pairs" if known else "peer access not known"
+    return Finding("topology.unreadable", Status.SKIP,
+                   f"CUDA shows {n} GPUs, {access}; {NVML_BLIND.split(', so')[0]}, so their link types "
+                   "(NVLink or PCIe) are not read", evidence={"source": pf.source, "CUDA_VISIBLE_DEVICES":
+                                                              pf.value.visible_devices})
+
+
 @step("topology", "GPU to GPU links", 95, facts=FACTS, requires=("driver",))
 def check_topology(ctx: Context) -> Outcome:
     """Links and peer access between GPUs, NVLinks down or erring, mixed GPUs, ordinals, --expect-gpus.
@@ -266,6 +321,10 @@ def check_topology(ctx: Context) -> Outcome:
     if ctx.fact("gpu_expect").ok:
         findings.append(count_finding(ctx))
     lf = ctx.fact("gpu_links")
+    if lf.state is FactState.NOT_APPLICABLE and lf.error == NVML_BLIND:
+        findings.append(blind_finding(ctx))
+        return Outcome(next((f for f in findings if f.status in (Status.FAIL, Status.WARN)), findings[-1]).summary,
+                       findings)
     if lf.state is FactState.NOT_APPLICABLE:
         if not findings:
             return Outcome(lf.error or "one GPU", [Finding("topology.single", Status.SKIP, lf.error or "one GPU")])

@@ -197,10 +197,16 @@ def _gpu_count(deps: dict) -> int:
     return len(driver_view_of(deps).gpus)
 
 
-@gatherer("gpu_links", value_type=GpuLinksInfo, needs=("nvidia_smi", "nvml"))
+#: why gpu_links cannot be read where the driver is loaded but NVML lists nothing (DriverView.gpus_unknown)
+NVML_BLIND = "neither nvidia-smi nor NVML can list the GPUs here, so the links between them cannot be read"
+
+
+@gatherer("gpu_links", value_type=GpuLinksInfo, needs=("nvidia_smi", "nvml", "kernel_module"))
 def gather_gpu_links(system: System, opts: Options, deps: dict) -> Fact:
     """NVLink state, remote ends and error counters per GPU; PCIe common ancestor and P2P status per pair."""
     src = "NVML (python -m cudadoctor.system.nvml_links)"
+    if driver_view_of(deps).gpus_unknown:
+        return Fact.not_applicable(src, NVML_BLIND)
     n = _gpu_count(deps)
     if n < 2:
         return Fact.not_applicable(src, f"{n} GPU{'s' if n != 1 else ''}: nothing between GPUs")
@@ -215,12 +221,12 @@ def gather_gpu_links(system: System, opts: Options, deps: dict) -> Fact:
     return Fact.found(info, src, elapsed)
 
 
-@gatherer("gpu_peers", value_type=GpuPeersInfo, needs=("nvidia_smi", "nvml"))
+@gatherer("gpu_peers", value_type=GpuPeersInfo, needs=("nvidia_smi", "nvml", "kernel_module"))
 def gather_gpu_peers(system: System, opts: Options, deps: dict) -> Fact:
     """CUDA ordinals, their PCI bus ids and peer access (cuDeviceCanAccessPeer) under the user's environment."""
     src = "CUDA driver API (python -m cudadoctor.probes.peer)"
     n = _gpu_count(deps)
-    if n < 2:
+    if n < 2 and not driver_view_of(deps).gpus_unknown:  # unknown: CUDA may see GPUs NVML cannot list
         return Fact.not_applicable(src, f"{n} GPU{'s' if n != 1 else ''}: nothing between GPUs")
     res = system.run([system.own_python(), "-m", "cudadoctor.probes.peer"], PEER_TIMEOUT)
     recs = parse_marked(res.stdout, PEER_MARK)

@@ -32,8 +32,9 @@ def gather_nccl(system: System, opts: Options, deps: dict) -> Fact:
         return Fact.not_applicable(src, why)
     n = len(peers.value.devices)
     if n < 2:
-        return Fact.not_applicable(src, f"CUDA shows {n} GPU{'s' if n != 1 else ''} "
-                                        f"(CUDA_VISIBLE_DEVICES={peers.value.visible_devices})")
+        cvd = peers.value.visible_devices
+        return Fact.not_applicable(src, f"CUDA shows {n} GPU{'s' if n != 1 else ''}"
+                                        + (f" (CUDA_VISIBLE_DEVICES={cvd})" if cvd is not None else ""))
     if nvml is not None and nvml.ok and any(g.mig_mode for g in nvml.value.gpus):
         return Fact.not_applicable(src, "MIG is on: NCCL does not run collectives between MIG instances")
     limit = deadline(opts)

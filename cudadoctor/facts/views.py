@@ -39,6 +39,12 @@ class DriverView:
     def present(self) -> bool:
         return bool(self.version)
 
+    @property
+    def gpus_unknown(self) -> bool:
+        """The kernel module is loaded but neither nvidia-smi nor NVML can list the GPUs (a compute-only
+        container, a broken NVML): how many GPUs there are is unknown here, not zero; CUDA may still see them."""
+        return self.present and not self.gpus and not {"nvidia-smi", "NVML"} & set(self.sources)
+
 
 def driver_view_of(facts: dict) -> DriverView:
     v = DriverView()
