@@ -100,9 +100,13 @@ TORCH_PROGRAM_NO_RELEASE = [
      "no kernel image is available for execution on the device", "torch-arch-unsupported"),
     ("GeForce GTX 860M\n>>> import torch; torch.ones(1).cuda() + 1\nRuntimeError: CUDA error: "
      "no kernel image is available for execution on the device", "no-kernel-image"),
-    # a GPU name the matrix cannot place proves nothing, and every GPU the report names must agree
-    ("GeForce GT 7300 XYZ (compute capability 3.5)\n>>> import torch; torch.ones(1).cuda() + 1\nRuntimeError: CUDA "
+    # a GPU name the matrix cannot place proves nothing: alone it leaves the generic cause first; (round 32) beside a
+    # reading the matrix can place (here the same GPU's compute capability, 3.5, which no wheel has) it is left out,
+    # and the readings that can be placed decide (before, it vetoed them: "RTX5000" in a title beside an RTX 5090)
+    ("GeForce GT 7300 XYZ\n>>> import torch; torch.ones(1).cuda() + 1\nRuntimeError: CUDA "
      "error: no kernel image is available for execution on the device", "no-kernel-image"),
+    ("GeForce GT 7300 XYZ (compute capability 3.5)\n>>> import torch; torch.ones(1).cuda() + 1\nRuntimeError: CUDA "
+     "error: no kernel image is available for execution on the device", "torch-arch-unsupported"),
     ("My GeForce has cuda capability 2.1.\n>>> import torch\n>>> torch.rand(3).cuda() * 2\nRuntimeError: cuda runtime "
      "error (8) : invalid device function", "torch-arch-unsupported"),
     # "pytorch" in prose or a path is no torch program (review): the generic cause stays first

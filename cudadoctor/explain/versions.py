@@ -203,6 +203,8 @@ def gate_holds(gate: dict, caps: dict, allcaps: Optional[dict] = None) -> bool:
         return False
     if gate.get("all") and allcaps is not None:
         needs_all, has_all = readings(allcaps, gate.get("needs", "")), readings(allcaps, gate.get("has", ""))
+        if gate.get("needs") == "gpu":  # (round 32) a GPU name the matrix cannot place ("RTX5000") proves nothing
+            needs_all = [g for g in needs_all if gpu_ccs(g)]  # either way: the others decide
         return bool(needs_all and has_all) and all(test(n, h) for n in needs_all for h in has_all)
     needs, has = reading(caps, gate.get("needs", "")), reading(caps, gate.get("has", ""))
     return bool(needs and has and test(needs, has))
