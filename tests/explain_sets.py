@@ -52,6 +52,7 @@ FRESH27 = DATA / "explain_fresh27" / "cases.toml"  # issue 17 round 29's blind s
 FRESH28 = DATA / "explain_fresh28" / "cases.toml"  # issue 17 round 30's blind set (threads nobody had met), committed before scoring
 FRESH29 = DATA / "explain_fresh29" / "cases.toml"  # issue 17 round 31's blind set (threads nobody had met), committed before scoring
 FRESH30 = DATA / "explain_fresh30" / "cases.toml"  # issue 17 round 32's blind set (threads nobody had met), committed before scoring
+FRESH31 = DATA / "explain_fresh31" / "cases.toml"  # issue 17 round 33's blind set (threads nobody had met), committed before scoring
 
 SIGS = signatures.load()
 SCANNER = scan.Scanner(SIGS)

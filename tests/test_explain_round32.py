@@ -1,5 +1,5 @@
-"""Round 32's patterns (fresh30's misses, read after scoring): each names its cause first with a strong match, and the
-look-alikes are left alone (tests/data/explain_review/s32_r32.toml)."""
+"""Rounds 32-33's patterns (fresh30's and fresh31's misses, read after scoring): each names its cause first with a
+strong match, and the look-alikes are left alone (tests/data/explain_review/s32_r32.toml)."""
 
 from __future__ import annotations
 
