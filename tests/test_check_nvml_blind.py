@@ -11,12 +11,12 @@ import json
 from pathlib import Path
 
 from fakes.system import FakeCmd
-from multigpu_scenarios import h200_peers
+from multigpu_scenarios import h200_peers, two_h200
 from scenarios import PY, h200
 
 from cudadoctor.doctor import run_check
 from cudadoctor.facts.local_gpu import from_facts, local_gpu
-from cudadoctor.facts.registry import Options
+from cudadoctor.facts.registry import Options, gather
 
 RECORDED = Path(__file__).parent / "data" / "h200" / "s32_peer_no_nvml.txt"
 NO_NVML = FakeCmd(json.dumps({"error": "LibraryNotFound", "message": "NVML Shared Library Not Found"}))
@@ -35,9 +35,11 @@ def peers(n: int = 2, visible=None) -> FakeCmd:
     return FakeCmd("@@CDPEER@@" + json.dumps(rec) + "\n")
 
 
-def blind(n: int = 2, visible=None, peer=None):
+def blind(n: int = 2, visible=None, peer=None, files=("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia0", "/dev/nvidia1")):
     fs = h200(smi=False, nvml=NO_NVML)
     fs.add_file("/.dockerenv", "")
+    for f in files[:2 + n]:
+        fs.add_file(f, "")
     fs.on(PEER, peer or peers(n, visible))
     return fs
 
@@ -124,3 +126,77 @@ def test_no_driver_at_all_runs_no_cuda_child():
     fs.on(PEER, peers(2))
     r = check(fs)
     assert not peer_ran(fs) and "no NVIDIA driver answered" in found(r)["probe.launch.skipped"].summary
+
+
+# A review (a helper acting as a CUDA, container and Slurm expert, scenarios written before running) found these
+# wrong on the first version of the change; each failed there.
+
+def peer_error(stage: str, name: str, message: str) -> FakeCmd:
+    return FakeCmd("@@CDPEER@@" + json.dumps({"visible_devices": None, "device_order": None, "stage": stage,
+                                              "error": {"name": name, "message": message}}) + "\n")
+
+
+def peer_list(devices: list, visible=None) -> FakeCmd:
+    return FakeCmd("@@CDPEER@@" + json.dumps({"visible_devices": visible, "device_order": None, "driver_cuda": "13.0",
+                                              "count": len(devices), "devices": devices, "peers": []}) + "\n")
+
+
+def test_cpu_only_container_on_a_gpu_node_is_zero_gpus():
+    # no --gpus: /proc/driver/nvidia is the host's, but no /dev/nvidia* is given: 0 GPUs here, and no CUDA child
+    fs = h200(smi=False, nvml=NO_NVML)
+    fs.add_file("/.dockerenv", "")
+    fs.on(PEER, peer_error("load-libcuda", "no-libcuda", "libcuda.so.1: cannot open shared object file"))
+    assert found(check(fs, expect_gpus=8))["topology.gpu-count"].status.value == "fail" and not peer_ran(fs)
+
+
+def test_cuinit_no_device_is_a_count_of_zero():
+    fs = blind(peer=peer_error("cuInit", "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"))
+    f = found(check(fs, expect_gpus=2))["topology.gpu-count"]
+    assert f.status.value == "fail" and f.evidence["CUDA sees"] == 0
+
+
+def test_a_mask_naming_every_expected_gpu_is_not_why_fewer_are_seen():
+    # CUDA_VISIBLE_DEVICES=0..7 (a job given 8) but CUDA sees 2: the mask hides nothing; GPUs are missing
+    assert found(check(blind(2, visible="0,1,2,3,4,5,6,7"), expect_gpus=8))["topology.gpu-count"].status.value == "fail"
+
+
+def test_a_mig_instance_is_not_reported_as_missing_gpus():
+    mig = [{"ordinal": 0, "bus": "0000:00:06.0", "name": "NVIDIA H200 MIG 1g.18gb", "uuid": "MIG-1234", "cc": "9.0"}]
+    f = found(check(blind(peer=peer_list(mig)), expect_gpus=8))["topology.gpu-count"]
+    assert f.status.value == "skip" and "MIG" in f.summary
+
+
+def test_a_gpu_uuid_mask_in_a_compute_only_container_is_not_a_missing_gpu():
+    u = "GPU-ae93dbb7-a691-a7b0-429e-6b4fd60d4d1f"
+    fs = blind(1, peer=peers(1, u))
+    fs.env["CUDA_VISIBLE_DEVICES"] = u
+    r = run_check(fs, Options(gpu_ops=True), ("environment",))
+    assert found(r)["env.cuda-visible-devices"].status.value == "ok"
+
+
+def test_a_wedged_driver_starts_no_cuda_child():
+    # nvidia-smi and NVML time out: that is the driver step's failure, not GPUs that cannot be listed; a cuInit child
+    # would hang as well
+    fs = h200(smi=FakeCmd(hang=True), smi_csv=FakeCmd(hang=True), nvml=FakeCmd(hang=True))
+    fs.on(PEER, peers(1))
+    for f in ("/dev/nvidiactl", "/dev/nvidia0"):
+        fs.add_file(f, "")
+    run_check(fs, Options(gpu_ops=True))
+    assert not peer_ran(fs)
+
+
+def test_the_binary_scan_on_a_multi_gpu_host_starts_no_cuda_child():
+    # NVML lists the GPUs: nothing waits for CUDA's list (`explain` gathers probe_scan too)
+    fs = two_h200()
+    gather(fs, ["probe_scan"], Options())
+    assert not peer_ran(fs)
+
+
+def test_more_gpus_than_expected_is_not_worded_as_fewer():
+    f = found(check(blind(2), expect_gpus=1))["topology.gpu-count"]
+    assert f.status.value == "fail" and "fewer" not in f.detail and "1 GPUs" not in f.summary
+
+
+def test_the_driver_step_says_the_gpus_cannot_be_listed_not_that_there_are_none():
+    r = run_check(blind(1), Options(gpu_ops=True), ("driver",))
+    assert "not listable" in r.steps[0].summary and found(r)["driver.smi-missing"].status.value == "warn"

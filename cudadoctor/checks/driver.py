@@ -31,7 +31,7 @@ def mismatch_fix(user_ver: str) -> Fix:
 def _gpu_summary(view) -> str:
     n = len(view.gpus)
     if not n:
-        return "no GPU listed"
+        return "GPUs not listable without nvidia-smi or NVML" if view.gpus_unknown else "no GPU listed"
     names = sorted({g.name for g in view.gpus if g.name})
     return f"{n} GPU{'s' if n != 1 else ''}" + (f" ({', '.join(names)})" if names else "")
 

@@ -140,6 +140,9 @@ def visible_devices_finding(ctx: Context, value: str) -> Finding:
     good: list = []
     bad = ""
     for tok in tokens:
+        if dv.gpus_unknown and tok.upper().startswith(("GPU-", "MIG-")):
+            good.append(tok)  # nvidia-smi and NVML cannot list the GPUs here: no UUIDs to compare with
+            continue
         if tok.upper().startswith("MIG-"):
             if not any(m.lower().startswith(tok.lower()) for m in migs):
                 bad = tok
@@ -172,7 +175,7 @@ def visible_devices_finding(ctx: Context, value: str) -> Finding:
 
 
 @step("environment", "environment variables", order=70,
-      facts=("env", "torch", "nvidia_smi", "nvml", "kernel_module", "toolkit", "platform", "libs"))
+      facts=("env", "torch", "nvidia_smi", "nvml", "kernel_module", "device_nodes", "toolkit", "platform", "libs"))
 def check_environment(ctx: Context) -> Outcome:
     """CUDA_VISIBLE_DEVICES, LD_LIBRARY_PATH, TORCH_CUDA_ARCH_LIST, allocator and NCCL settings."""
     envf = ctx.fact("env")

@@ -139,7 +139,7 @@ def _too_new_fix(ctx: Context, j, key: str, driver_cuda: str, py: str) -> Fix:
 
 
 @step("probe.scan", "CUDA binaries vs this GPU", 90,
-      facts=("probe_scan", "nvidia_smi", "nvml", "kernel_module", "gpu_peers", "env"))
+      facts=("probe_scan", "nvidia_smi", "nvml", "kernel_module", "cuda_gpus", "env"))
 def check_probe_scan(ctx: Context) -> Outcome:
     """Every CUDA binary in the target's site-packages judged against this GPU's compute capability."""
     from cudadoctor.probes.scan import arch_list_verdict, judge

@@ -5,6 +5,7 @@ mixed GPU models; CUDA's ordinals against nvidia-smi's indices; the GPU count ag
 from __future__ import annotations
 
 from collections import Counter
+from typing import Optional
 
 from cudadoctor.checks.common import driver_view
 from cudadoctor.checks.gpu_pairs import gpu_tag, joined_pairs
@@ -18,7 +19,8 @@ DOCS_ACS = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/troublesho
 DOCS_ORDER = "https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#env-vars"
 # Not "nccl": the NVLink counters the collective samples are read when the nccl step ran (its fact is then
 # gathered); asking for it here would run the collective under `check --skip nccl` too.
-FACTS = ("gpu_links", "gpu_peers", "host_links", "gpu_expect", "nvidia_smi", "nvml")
+FACTS = ("gpu_links", "gpu_peers", "cuda_gpus", "host_links", "gpu_expect", "nvidia_smi", "nvml", "kernel_module",
+         "device_nodes", "env")
 UNSUPPORTED_P2P = (1, 2, 3)  # NVML: chipset / GPU / topology not supported: nothing to fix
 #: NVLink counters judged when they rise while the collective runs (a snapshot alone is not a fault:
 #: CRC counters of 3-48 were seen on every link of the healthy H200 machine)
@@ -26,33 +28,58 @@ RECOVERY, REPLAY = 1, 0
 REPLAY_WARN = 100  # replays during one short all-reduce that mean a link retransmits persistently
 
 
+def cuda_devices(pf) -> Optional[list]:
+    """CUDA's devices from the peer probe, [] where CUDA said it has none (CUDA_ERROR_NO_DEVICE), None when unknown."""
+    if pf.ok:
+        return list(pf.value.devices)
+    return [] if "CUDA_ERROR_NO_DEVICE" in (pf.error or "") else None
+
+
+def gpus(n: int) -> str:
+    return f"{n} GPU{'s' if n != 1 else ''}"
+
+
 def cuda_count_finding(ctx: Context, want: int) -> Finding:
     """--expect-gpus where nvidia-smi and NVML cannot list the GPUs: CUDA's own count stands in."""
     pf = ctx.fact("gpu_peers")
-    if not pf.ok:
+    devs = cuda_devices(pf)
+    if devs is None:
         return Finding("topology.gpu-count", Status.SKIP,
                        f"the GPUs could not be counted: {NVML_BLIND.split(',')[0]}, and CUDA: {pf.error}",
                        evidence={"--expect-gpus": want, "source": pf.source})
-    n, cvd = len(pf.value.devices), pf.value.visible_devices
-    names = ", ".join(f"{d.ordinal}: {d.name}" for d in pf.value.devices)
-    ev = {"--expect-gpus": want, "CUDA sees": n, "GPUs": names, "CUDA_VISIBLE_DEVICES": cvd,
-          "source": "CUDA driver API (nvidia-smi and NVML cannot list GPUs here)"}
+    n = len(devs)
+    env = ctx.fact("env").value
+    cvd = pf.value.visible_devices if pf.ok else (dict(env.vars) if env is not None else {}).get("CUDA_VISIBLE_DEVICES")
+    ev = {"--expect-gpus": want, "CUDA sees": n, "GPUs": ", ".join(f"{d.ordinal}: {d.name}" for d in devs),
+          "CUDA_VISIBLE_DEVICES": cvd, "source": "CUDA driver API (nvidia-smi and NVML cannot list GPUs here)"}
     if n == want:
-        return Finding("topology.gpu-count", Status.OK, f"{n} GPU{'s' if n != 1 else ''} (CUDA's count), as expected",
+        return Finding("topology.gpu-count", Status.OK, f"{gpus(n)} (CUDA's count), as expected", evidence=ev)
+    if any(" MIG " in f" {d.name} " or d.uuid.upper().startswith("MIG-") for d in devs):
+        return Finding("topology.gpu-count", Status.SKIP,
+                       "CUDA sees a MIG instance, not whole GPUs: the node's GPU count needs nvidia-smi or NVML",
                        evidence=ev)
-    if cvd is not None:
+    named = [t for t in (cvd or "").split(",") if t.strip()] if cvd is not None else None
+    if named is not None and len(named) < want:
         return Finding(
-            "topology.gpu-count", Status.WARN, f"expected {want} GPUs, CUDA sees {n} under CUDA_VISIBLE_DEVICES={cvd}",
-            detail="CUDA_VISIBLE_DEVICES hides GPUs from CUDA, and without nvidia-smi or NVML the node's own count "
-                   "cannot be read here.",
+            "topology.gpu-count", Status.WARN,
+            f"expected {gpus(want)}, CUDA sees {n} under CUDA_VISIBLE_DEVICES={cvd}",
+            detail=f"CUDA_VISIBLE_DEVICES names {len(named)} of the {want}, and without nvidia-smi or NVML the node's "
+                   "own count cannot be read here.",
             fix=Fix("Count them without the mask:", ("env -u CUDA_VISIBLE_DEVICES cudadoctor check --only topology "
                                                      f"--expect-gpus {want}",)), evidence=ev)
+    if n > want:
+        return Finding(
+            "topology.gpu-count", Status.FAIL, f"expected {gpus(want)}, CUDA sees {n}",
+            detail="More GPUs than the node should have: the wrong node, or a container given more GPUs than planned "
+                   "(NVIDIA_VISIBLE_DEVICES=all).",
+            fix=Fix("See which GPUs this container was given:", ("echo $NVIDIA_VISIBLE_DEVICES; ls -l /dev/nvidia[0-9]*",
+                                                                 "hostname")), evidence=ev)
     return Finding(
-        "topology.gpu-count", Status.FAIL, f"expected {want} GPUs, CUDA sees {n}",
+        "topology.gpu-count", Status.FAIL, f"expected {gpus(want)}, CUDA sees {n}",
         detail="nvidia-smi and NVML cannot list GPUs here, so this is CUDA's count: a container given fewer GPUs "
-               "than the node has (NVIDIA_VISIBLE_DEVICES, --gpus, a pod's nvidia.com/gpu limit), or a GPU that fell "
-               "off the bus or failed to initialise.",
-        fix=Fix("See which GPUs this container was given, and on the host which is missing:",
+               "than the node has (NVIDIA_VISIBLE_DEVICES, --gpus, a pod's nvidia.com/gpu limit, a Slurm job's "
+               "--gpus), or a GPU that fell off the bus or failed to initialise.",
+        fix=Fix("See which GPUs this container or job was given, and on the host which is missing:",
                 ("echo $NVIDIA_VISIBLE_DEVICES; ls -l /dev/nvidia[0-9]*", "nvidia-smi -L  # on the host",
                  "sudo dmesg | grep -iE 'xid|nvrm' | tail -20  # on the host"),
                 "https://docs.nvidia.com/deploy/xid-errors/index.html"),
@@ -70,7 +97,7 @@ def count_finding(ctx: Context) -> Finding:
         return Finding("topology.gpu-count", Status.OK, f"{n} GPU{'s' if n != 1 else ''}, as expected",
                        evidence={"--expect-gpus": want, "GPUs": names})
     return Finding(
-        "topology.gpu-count", Status.FAIL, f"expected {want} GPUs, the driver sees {n}",
+        "topology.gpu-count", Status.FAIL, f"expected {gpus(want)}, the driver sees {n}",
         detail="A GPU missing from the driver's list has usually fallen off the bus (Xid 79), failed to "
                "initialise, or is held by another driver (vfio-pci); one too many means the wrong node.",
         fix=Fix("See which GPU is missing and why:",
@@ -294,14 +321,15 @@ def ordinals_finding(ctx: Context):
 def blind_finding(ctx: Context) -> Finding:
     """Where nvidia-smi and NVML cannot list the GPUs (the driver step warns): CUDA's count and peer access."""
     pf = ctx.fact("gpu_peers")
-    if not pf.ok:
+    devs = cuda_devices(pf)
+    if devs is None:
         return Finding("topology.unreadable", Status.SKIP, f"{NVML_BLIND}; CUDA's own list: {pf.error}",
                        evidence={"source": pf.source})
-    n = len(pf.value.devices)
+    n = len(devs)
     if n < 2:
         return Finding("topology.single", Status.SKIP,
-                       f"CUDA shows {n} GPU{'s' if n != 1 else ''}: nothing between GPUs (nvidia-smi and NVML cannot "
-                       "list GPUs here)", evidence={"source": pf.source})
+                       f"CUDA shows {gpus(n)}: nothing between GPUs (nvidia-smi and NVML cannot list GPUs here)",
+                       evidence={"source": pf.source})
     known = [p for p in pf.value.peers if p.access is not None]
     ok = sum(1 for p in known if p.access)
     access = f"peer access on {ok} of {len(known)} ordered pairs" if known else "peer access not known"

@@ -20,7 +20,7 @@ from cudadoctor.facts.driver import nvml_child
 from cudadoctor.facts.host_links import norm_bus
 from cudadoctor.facts.registry import Options, gatherer
 from cudadoctor.facts.views import driver_view_of
-from cudadoctor.model import Fact, from_jsonable
+from cudadoctor.model import Fact, FactState, from_jsonable
 from cudadoctor.probes.peer import MARK as PEER_MARK
 from cudadoctor.settings import env_seconds
 from cudadoctor.system.base import System
@@ -201,7 +201,7 @@ def _gpu_count(deps: dict) -> int:
 NVML_BLIND = "neither nvidia-smi nor NVML can list the GPUs here, so the links between them cannot be read"
 
 
-@gatherer("gpu_links", value_type=GpuLinksInfo, needs=("nvidia_smi", "nvml", "kernel_module"))
+@gatherer("gpu_links", value_type=GpuLinksInfo, needs=("nvidia_smi", "nvml", "kernel_module", "device_nodes"))
 def gather_gpu_links(system: System, opts: Options, deps: dict) -> Fact:
     """NVLink state, remote ends and error counters per GPU; PCIe common ancestor and P2P status per pair."""
     src = "NVML (python -m cudadoctor.system.nvml_links)"
@@ -221,13 +221,12 @@ def gather_gpu_links(system: System, opts: Options, deps: dict) -> Fact:
     return Fact.found(info, src, elapsed)
 
 
-@gatherer("gpu_peers", value_type=GpuPeersInfo, needs=("nvidia_smi", "nvml", "kernel_module"))
-def gather_gpu_peers(system: System, opts: Options, deps: dict) -> Fact:
-    """CUDA ordinals, their PCI bus ids and peer access (cuDeviceCanAccessPeer) under the user's environment."""
-    src = "CUDA driver API (python -m cudadoctor.probes.peer)"
-    n = _gpu_count(deps)
-    if n < 2 and not driver_view_of(deps).gpus_unknown:  # unknown: CUDA may see GPUs NVML cannot list
-        return Fact.not_applicable(src, f"{n} GPU{'s' if n != 1 else ''}: nothing between GPUs")
+PEER_SOURCE = "CUDA driver API (python -m cudadoctor.probes.peer)"
+
+
+def peer_probe(system: System) -> Fact:
+    """CUDA's own GPU list and peer access: the driver-API child, with its timeout."""
+    src = PEER_SOURCE
     res = system.run([system.own_python(), "-m", "cudadoctor.probes.peer"], PEER_TIMEOUT)
     recs = parse_marked(res.stdout, PEER_MARK)
     if res.timed_out:
@@ -245,6 +244,27 @@ def gather_gpu_peers(system: System, opts: Options, deps: dict) -> Fact:
     if not isinstance(info, GpuPeersInfo):
         return Fact.failed(src, "unreadable output of the driver-API peer probe")
     return Fact.found(info, src, res.elapsed_s)
+
+
+@gatherer("cuda_gpus", value_type=GpuPeersInfo, needs=("nvidia_smi", "nvml", "kernel_module", "device_nodes"))
+def gather_cuda_gpus(system: System, opts: Options, deps: dict) -> Fact:
+    """CUDA's own GPU list, asked only where nvidia-smi and NVML cannot list the GPUs (DriverView.gpus_unknown):
+    elsewhere not applicable at once, so nothing waits for a CUDA child where the driver lists the GPUs."""
+    if not driver_view_of(deps).gpus_unknown:
+        return Fact.not_applicable(PEER_SOURCE, "the driver lists the GPUs (or there are none)")
+    return peer_probe(system)
+
+
+@gatherer("gpu_peers", value_type=GpuPeersInfo, needs=("nvidia_smi", "nvml", "kernel_module", "cuda_gpus"))
+def gather_gpu_peers(system: System, opts: Options, deps: dict) -> Fact:
+    """CUDA ordinals, their PCI bus ids and peer access (cuDeviceCanAccessPeer) under the user's environment."""
+    listed = deps.get("cuda_gpus")
+    if listed is not None and listed.state is not FactState.NOT_APPLICABLE:
+        return listed  # nvidia-smi and NVML cannot list the GPUs: CUDA's list was asked for already
+    n = _gpu_count(deps)
+    if n < 2:
+        return Fact.not_applicable(PEER_SOURCE, f"{n} GPU{'s' if n != 1 else ''}: nothing between GPUs")
+    return peer_probe(system)
 
 
 @gatherer("gpu_expect", value_type=dict)

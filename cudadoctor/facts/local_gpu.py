@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from cudadoctor.model import FactState
+
 
 @dataclass
 class LocalGpu:
@@ -16,7 +18,7 @@ class LocalGpu:
 
 def from_facts(facts: dict) -> LocalGpu:
     """From gathered nvidia_smi/nvml facts (the first GPU with a known compute capability); where neither can
-    list the GPUs though the driver is loaded (a compute-only container), from CUDA's own list (gpu_peers)."""
+    list the GPUs though the driver is loaded (a compute-only container), from CUDA's own list (`cuda_gpus`)."""
     from cudadoctor.compat import parse_cc
     from cudadoctor.facts.views import driver_view_of
 
@@ -24,12 +26,12 @@ def from_facts(facts: dict) -> LocalGpu:
     g = next((g for g in dv.gpus if g.cc), None)
     if g is not None:
         return LocalGpu(g.cc, g.name, dv.cuda)
-    if dv.gpus_unknown:
-        peers = facts.get("gpu_peers")
-        d = next((d for d in peers.value.devices if parse_cc(d.cc)), None) if peers is not None and peers.ok else None
+    listed = facts.get("cuda_gpus")
+    if listed is not None and listed.state is not FactState.NOT_APPLICABLE:
+        d = next((d for d in listed.value.devices if parse_cc(d.cc)), None) if listed.ok else None
         if d is not None:
-            return LocalGpu(parse_cc(d.cc), d.name, dv.cuda or peers.value.driver_cuda)
-        why = (peers.error if peers is not None else "") or "CUDA named no GPU"
+            return LocalGpu(parse_cc(d.cc), d.name, dv.cuda or listed.value.driver_cuda)
+        why = listed.error or "CUDA named no GPU"
         return LocalGpu(driver_cuda=dv.cuda, error=f"neither nvidia-smi nor NVML can list the GPUs, and CUDA: {why}")
     why = "no NVIDIA driver answered" if not dv.present else "the driver names no GPU with a compute capability"
     return LocalGpu(driver_cuda=dv.cuda, error=why)
@@ -38,9 +40,5 @@ def from_facts(facts: dict) -> LocalGpu:
 def local_gpu(system) -> LocalGpu:
     from cudadoctor.facts.registry import gather
 
-    from cudadoctor.facts.views import driver_view_of
-
-    facts = gather(system, ["nvidia_smi", "nvml", "kernel_module"])
-    if driver_view_of(facts).gpus_unknown:  # only then is CUDA's list asked for (a child with cuInit)
-        facts = gather(system, ["gpu_peers"], given=facts)
-    return from_facts(facts)
+    # cuda_gpus runs a CUDA child only where nvidia-smi and NVML cannot list the GPUs
+    return from_facts(gather(system, ["nvidia_smi", "nvml", "kernel_module", "cuda_gpus"]))

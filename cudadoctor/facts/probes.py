@@ -10,7 +10,7 @@ from cudadoctor.probes.scan import ScanInfo
 from cudadoctor.system.base import System
 
 
-@gatherer("probe_scan", value_type=ScanInfo, needs=("nvidia_smi", "nvml", "kernel_module", "gpu_peers"))
+@gatherer("probe_scan", value_type=ScanInfo, needs=("nvidia_smi", "nvml", "kernel_module", "cuda_gpus"))
 def gather_probe_scan(system: System, opts: Options, deps: dict) -> Fact:
     """Every CUDA binary where the target interpreter loads from (sys.path, .pth, editable installs, torch's
     JIT cache, LD_LIBRARY_PATH, LD_PRELOAD), module by module; kernels named for this GPU's failures."""
@@ -25,7 +25,7 @@ def gather_probe_scan(system: System, opts: Options, deps: dict) -> Fact:
     return Fact.found(info, src, info.seconds)
 
 
-@gatherer("probe_launch", value_type=LaunchInfo, needs=("nvidia_smi", "nvml", "kernel_module", "gpu_peers"))
+@gatherer("probe_launch", value_type=LaunchInfo, needs=("nvidia_smi", "nvml", "kernel_module", "cuda_gpus"))
 def gather_probe_launch(system: System, opts: Options, deps: dict) -> Fact:
     """Build the minimal kernel natively and for a foreign arch; launch both through the driver API."""
     from cudadoctor.facts.local_gpu import from_facts

@@ -39,11 +39,10 @@ class DriverView:
     def present(self) -> bool:
         return bool(self.version)
 
-    @property
-    def gpus_unknown(self) -> bool:
-        """The kernel module is loaded but neither nvidia-smi nor NVML can list the GPUs (a compute-only
-        container, a broken NVML): how many GPUs there are is unknown here, not zero; CUDA may still see them."""
-        return self.present and not self.gpus and not {"nvidia-smi", "NVML"} & set(self.sources)
+    #: the kernel module is loaded and the GPU device files are here, but neither nvidia-smi nor NVML can list the
+    #: GPUs because they are missing (a compute-only container, NVIDIA_DRIVER_CAPABILITIES=compute): how many GPUs
+    #: there are is unknown, not zero, and CUDA may still see them (see unlisted())
+    gpus_unknown: bool = False
 
 
 def driver_view_of(facts: dict) -> DriverView:
@@ -65,4 +64,26 @@ def driver_view_of(facts: dict) -> DriverView:
     if not v.version and km.ok:
         v.version = km.value.version
         v.sources.append("/proc/driver/nvidia/version")
+    v.gpus_unknown = unlisted(v, smi, nvml, _fact(facts, "device_nodes"))
     return v
+
+
+#: NVML errors that mean its library (or a function of it) is absent, not that the driver or a GPU failed
+NVML_ABSENT = ("LIBRARY_NOT_FOUND", "LibraryNotFound", "FUNCTION_NOT_FOUND", "FunctionNotFound", "not importable")
+
+
+def unlisted(v: DriverView, smi: Fact, nvml: Fact, nodes: Fact) -> bool:
+    """GPUs that cannot be listed here, as opposed to none: the module is loaded (/proc), a GPU device file or
+    nvidiactl is in /dev, nvidia-smi is absent (not on PATH, not executable, or without its libnvidia-ml) and NVML's
+    library is absent. Never after a timeout or a failure of the driver itself (a wedged or lost GPU: the driver step
+    says so, and a CUDA child there could hang too); never where no device file is given (a CPU-only container on a
+    GPU node sees the host's /proc but has no GPU)."""
+    if not v.present or v.gpus or {"nvidia-smi", "NVML"} & set(v.sources):
+        return False
+    if nodes.value is None or not (nodes.value.gpu_files() or "/dev/nvidiactl" in nodes.value.nodes):
+        return False
+    smi_absent = smi.state in (FactState.NOT_FOUND, FactState.NOT_APPLICABLE) or (
+        smi.state is FactState.FAILED and ("not executable" in smi.error or
+                                            getattr(smi.value, "problem", "") == "nvml-missing"))
+    nvml_absent = nvml.state is FactState.FAILED and any(w in nvml.error for w in NVML_ABSENT)
+    return smi_absent and nvml_absent
