@@ -53,6 +53,7 @@ FRESH28 = DATA / "explain_fresh28" / "cases.toml"  # issue 17 round 30's blind s
 FRESH29 = DATA / "explain_fresh29" / "cases.toml"  # issue 17 round 31's blind set (threads nobody had met), committed before scoring
 FRESH30 = DATA / "explain_fresh30" / "cases.toml"  # issue 17 round 32's blind set (threads nobody had met), committed before scoring
 FRESH31 = DATA / "explain_fresh31" / "cases.toml"  # issue 17 round 33's blind set (threads nobody had met), committed before scoring
+FRESH32 = DATA / "explain_fresh32" / "cases.toml"  # issue 17 round 34's blind set (threads nobody had met), committed before scoring
 
 SIGS = signatures.load()
 SCANNER = scan.Scanner(SIGS)
