@@ -153,3 +153,11 @@ def test_children_get_cudadoctors_jit_cache_and_srun_the_users_environment(tmp_p
     assert env["CUDA_CACHE_PATH"].endswith("nv-compute-cache") and env["LC_ALL"] == "C"
     back = proc.child_env(base, proc.user_env_overrides(base))
     assert back == base  # the user's own values, nothing added
+
+
+def test_only_takes_a_comma_separated_list():
+    p = run_cli("check", "--only", "toolkit.nvcc,environment", "--json")
+    assert p.returncode in (0, 1), p.stderr
+    assert [s["id"] for s in json.loads(p.stdout)["steps"]] == ["toolkit.nvcc", "environment"]
+    p = run_cli("check", "--only", "toolkit.nvcc,nope")
+    assert p.returncode == 2 and "unknown step id nope" in p.stderr and "Traceback" not in p.stderr

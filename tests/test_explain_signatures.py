@@ -169,3 +169,40 @@ def test_an_error_number_may_name_what_overrides_it():
         signatures.code_pattern({"number": 719, "id": "device-lost", "unless": ["ü"]}, "t")
     lost = next(s for s in SIGS if s.id == "device-lost")
     assert any(p.code == 719 and "invalid __global__" in p.unless for p in lost.patterns)
+
+
+def test_parsed_signature_tables_are_cached_and_reread_when_a_file_changes(tmp_path, monkeypatch):
+    # explain's start-up parses ~40 TOML files; the parsed tables are kept as JSON in the cache dir (shipped_tables)
+    import shutil
+
+    sigdir = tmp_path / "signatures"
+    shutil.copytree(signatures.SIGNATURE_DIR, sigdir)
+    codes = tmp_path / "error_codes.toml"
+    shutil.copy(signatures.ERROR_CODES, codes)
+    monkeypatch.setattr(signatures, "SIGNATURE_DIR", sigdir)
+    monkeypatch.setattr(signatures, "ERROR_CODES", codes)
+    monkeypatch.setenv("CUDADOCTOR_CACHE_DIR", str(tmp_path / "cache"))
+    parsed = {str(p): signatures._read(p) for p in sorted(sigdir.glob("*.toml")) + [codes]}
+    assert signatures.shipped_tables() == parsed
+    cached = list((tmp_path / "cache" / "explain").glob("signatures-*.json"))
+    assert len(cached) == 1
+    assert signatures.shipped_tables() == parsed  # read back from the cache
+    # the same signatures either way
+    a = signatures.with_codes(signatures.load_dir(sigdir, lazy=True), codes)
+    t = signatures.shipped_tables()
+    b = signatures.with_codes(signatures.load_dir(sigdir, lazy=True, tables=t), codes, t)
+    assert [(s.id, len(s.patterns)) for s in a] == [(s.id, len(s.patterns)) for s in b]
+    assert [[p.weight for p in s.patterns] for s in a] == [[p.weight for p in s.patterns] for s in b]
+    # an edited file is parsed again (its size and mtime change the key), and the stale table is removed
+    f = sigdir / "wsl.toml"
+    f.write_text(f.read_text().replace('title = "', 'title = "Edited: ', 1))
+    assert signatures.shipped_tables()[str(f)]["title"].startswith("Edited: ")
+    assert len(list((tmp_path / "cache" / "explain").glob("signatures-*.json"))) == 1
+
+
+def test_signature_tables_without_a_writable_cache_dir(tmp_path, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("CUDADOCTOR_CACHE_DIR", str(blocker))  # a file: nothing can be written under it
+    tables = signatures.shipped_tables()
+    assert str(signatures.ERROR_CODES) in tables and len(tables) == len(list(signatures.SIGNATURE_DIR.glob("*.toml"))) + 1

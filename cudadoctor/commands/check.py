@@ -12,8 +12,8 @@ def register(app: typer.Typer) -> None:
     def check(
         python: Optional[str] = typer.Option(None, "--python", metavar="PATH",
                                              help="Interpreter whose torch to inspect (default: this one)."),
-        only: List[str] = typer.Option([], "--only", metavar="ID", help="Run only these steps (repeatable)."),
-        skip: List[str] = typer.Option([], "--skip", metavar="ID", help="Skip these steps (repeatable)."),
+        only: List[str] = typer.Option([], "--only", metavar="ID", help="Run only these steps (repeatable, or comma-separated)."),
+        skip: List[str] = typer.Option([], "--skip", metavar="ID", help="Skip these steps (repeatable, or comma-separated)."),
         json_out: bool = typer.Option(False, "--json", help="Print the versioned JSON report."),
         markdown: bool = typer.Option(False, "--markdown", help="Print a redacted block for a bug report."),
         verbose: bool = typer.Option(False, "-v", "--verbose", help="Evidence and per-step timings."),
@@ -34,6 +34,9 @@ def register(app: typer.Typer) -> None:
 
         if json_out and markdown:
             raise fail_usage("--json and --markdown cannot be used together")
+        # `--only a,b` as well as `--only a --only b`
+        only = [x.strip() for v in only for x in v.split(",") if x.strip()]
+        skip = [x.strip() for v in skip for x in v.split(",") if x.strip()]
         bad = checks.unknown_ids(list(only) + list(skip))
         if bad:
             known = ", ".join(s.id for s in checks.ordered())

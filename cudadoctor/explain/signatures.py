@@ -234,15 +234,63 @@ def _read(path: Path) -> dict:
             raise SignatureError(f"{path.name}: {e}") from e
 
 
-def load_dir(folder: Path, lazy: bool = False) -> tuple:
-    """Every signature of a folder (one `<id>.toml` each); `_sets.toml` holds the sets several files name."""
+def shipped_tables() -> dict:
+    """The shipped signature files and error-code table as parsed TOML, {path: table}. Parsing the ~40 files is most
+    of explain's start-up (tomllib is pure Python), so the parsed tables are kept as JSON in cudadoctor's cache dir,
+    keyed by every file's path, size and mtime and cudadoctor's version: an edited or upgraded file is parsed again.
+    Where the cache dir cannot be written (a read-only home), the files are parsed each time."""
+    import hashlib
+    import json
+    import os
+
+    from cudadoctor import __version__
+
+    files = sorted(SIGNATURE_DIR.glob("*.toml")) + [ERROR_CODES]
+    try:
+        stamp = [(str(p), st.st_size, st.st_mtime_ns) for p in files for st in (p.stat(),)]
+    except OSError:
+        return {str(p): _read(p) for p in files}
+    key = hashlib.sha256(repr((__version__, stamp)).encode()).hexdigest()[:20]
+    try:
+        from cudadoctor.paths import cache_dir
+
+        folder = cache_dir() / "explain"
+        cached = folder / f"signatures-{key}.json"
+    except Exception:  # noqa: BLE001 - no cache dir to be had (platformdirs missing, no home): parse every time
+        return {str(p): _read(p) for p in files}
+    try:
+        tables = json.loads(cached.read_bytes())
+        if isinstance(tables, dict) and sorted(tables) == sorted(str(p) for p in files):
+            return tables
+    except (OSError, ValueError):
+        pass
+    tables = {str(p): _read(p) for p in files}
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".signatures-{key}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(tables))
+        os.replace(tmp, cached)
+        for old in folder.glob("signatures-*.json"):  # earlier versions' tables
+            if old != cached:
+                old.unlink(missing_ok=True)
+    except OSError:
+        pass
+    return tables
+
+
+def load_dir(folder: Path, lazy: bool = False, tables: Optional[dict] = None) -> tuple:
+    """Every signature of a folder (one `<id>.toml` each); `_sets.toml` holds the sets several files name. `tables`:
+    the files already parsed, {path: table} (shipped_tables)."""
+    def read(path: Path) -> dict:
+        return tables[str(path)] if tables is not None and str(path) in tables else _read(path)
+
     shared_file = folder / "_sets.toml"
-    shared = _sets(_read(shared_file), shared_file.name) if shared_file.exists() else {}
+    shared = _sets(read(shared_file), shared_file.name) if shared_file.exists() else {}
     sigs = []
     for path in sorted(folder.glob("*.toml")):
         if path.name.startswith("_"):
             continue
-        sig = parse(_read(path), path.name, lazy, shared)
+        sig = parse(read(path), path.name, lazy, shared)
         if path.stem != sig.id:
             raise SignatureError(f"{path.name}: file name must be the id ({sig.id}.toml)")
         sigs.append(sig)
@@ -291,13 +339,9 @@ def code_pattern(entry: dict, where: str) -> Pattern:
                    alternatives=_tuple_of_str(entry, "alternatives", where), words=False, code=n)
 
 
-def with_codes(sigs: tuple, path: Path) -> tuple:
+def with_codes(sigs: tuple, path: Path, tables: Optional[dict] = None) -> tuple:
     """The signatures with one more pattern per CUDA error number of the table at path, on the id it names."""
-    with open(path, "rb") as f:
-        try:
-            table = tomllib.load(f).get("code", [])
-        except tomllib.TOMLDecodeError as e:
-            raise SignatureError(f"{path.name}: {e}") from e
+    table = (tables[str(path)] if tables is not None and str(path) in tables else _read(path)).get("code", [])
     by_id = {s.id: [] for s in sigs}
     seen: set = set()
     for i, entry in enumerate(table):
@@ -316,4 +360,5 @@ def with_codes(sigs: tuple, path: Path) -> tuple:
 @functools.lru_cache(maxsize=1)
 def load() -> tuple:
     """Every shipped signature, in file-name order, each with the CUDA error numbers that name it (error_codes.toml)."""
-    return with_codes(load_dir(SIGNATURE_DIR, lazy=True), ERROR_CODES)
+    tables = shipped_tables()
+    return with_codes(load_dir(SIGNATURE_DIR, lazy=True, tables=tables), ERROR_CODES, tables)
