@@ -54,6 +54,7 @@ FRESH29 = DATA / "explain_fresh29" / "cases.toml"  # issue 17 round 31's blind s
 FRESH30 = DATA / "explain_fresh30" / "cases.toml"  # issue 17 round 32's blind set (threads nobody had met), committed before scoring
 FRESH31 = DATA / "explain_fresh31" / "cases.toml"  # issue 17 round 33's blind set (threads nobody had met), committed before scoring
 FRESH32 = DATA / "explain_fresh32" / "cases.toml"  # issue 17 round 34's blind set (threads nobody had met), committed before scoring
+FRESH33 = DATA / "explain_fresh33" / "cases.toml"  # issue 17 round 35's blind set (threads nobody had met), committed before scoring
 
 SIGS = signatures.load()
 SCANNER = scan.Scanner(SIGS)
