@@ -161,3 +161,5 @@ def test_only_takes_a_comma_separated_list():
     assert [s["id"] for s in json.loads(p.stdout)["steps"]] == ["toolkit.nvcc", "environment"]
     p = run_cli("check", "--only", "toolkit.nvcc,nope")
     assert p.returncode == 2 and "unknown step id nope" in p.stderr and "Traceback" not in p.stderr
+    p = run_cli("check", "--only", ",")
+    assert p.returncode == 2 and "--only needs at least one step id" in p.stderr and "Traceback" not in p.stderr

@@ -35,8 +35,11 @@ def register(app: typer.Typer) -> None:
         if json_out and markdown:
             raise fail_usage("--json and --markdown cannot be used together")
         # `--only a,b` as well as `--only a --only b`
+        given_only = bool(only)
         only = [x.strip() for v in only for x in v.split(",") if x.strip()]
         skip = [x.strip() for v in skip for x in v.split(",") if x.strip()]
+        if given_only and not only:
+            raise fail_usage("--only needs at least one step id (`cudadoctor checks` lists them)")
         bad = checks.unknown_ids(list(only) + list(skip))
         if bad:
             known = ", ".join(s.id for s in checks.ordered())
