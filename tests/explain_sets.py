@@ -55,6 +55,7 @@ FRESH30 = DATA / "explain_fresh30" / "cases.toml"  # issue 17 round 32's blind s
 FRESH31 = DATA / "explain_fresh31" / "cases.toml"  # issue 17 round 33's blind set (threads nobody had met), committed before scoring
 FRESH32 = DATA / "explain_fresh32" / "cases.toml"  # issue 17 round 34's blind set (threads nobody had met), committed before scoring
 FRESH33 = DATA / "explain_fresh33" / "cases.toml"  # issue 17 round 35's blind set (threads nobody had met), committed before scoring
+FRESH34 = DATA / "explain_fresh34" / "cases.toml"  # issue 17 round 36's blind set (threads nobody had met), committed before scoring
 
 SIGS = signatures.load()
 SCANNER = scan.Scanner(SIGS)
