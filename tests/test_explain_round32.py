@@ -43,8 +43,10 @@ def test_a_gpu_name_the_matrix_cannot_place_does_not_veto_the_gate():
     assert not versions.gate_holds(GATE, {}, {"gpu_name": ["rtx 4090", "rtx 5090"], "torch_ver": ["2.5.1+cu124"]})
 
 
-with open(Path(__file__).parent / "data" / "explain_review" / "s32_review.toml", "rb") as _f:
-    REVIEW = tomllib.load(_f)["case"]
+REVIEW = []
+for _name in ("s32_review.toml", "s32_review_c.toml"):
+    with open(Path(__file__).parent / "data" / "explain_review" / _name, "rb") as _f:
+        REVIEW += tomllib.load(_f)["case"]
 
 
 @pytest.mark.parametrize("case", REVIEW, ids=lambda c: c["name"])
