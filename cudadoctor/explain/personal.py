@@ -464,8 +464,12 @@ def _driver_stack(match, facts, m, out: Personal) -> None:
     plat = _val(facts, "platform")
     if plat is not None and plat.container:
         out.notes.append(f"running inside a container ({plat.container}): the driver comes from the host")
-    if match.id == "no-driver-or-device" and km is None and not gpus(facts):
-        out.notes.append("no NVIDIA kernel module is loaded on this machine")
+    kmf = facts.get("kernel_module")  # (session 32) only where it was looked for: offline, nothing was
+    if match.id == "no-driver-or-device" and kmf is not None and not gpus(facts):
+        from cudadoctor.model import FactState  # (here, not at import: explain's start-up does without it)
+
+        if kmf.state is FactState.NOT_FOUND:
+            out.notes.append("no NVIDIA kernel module is loaded on this machine")
 
 
 def _libraries(match, facts, m, out: Personal) -> None:

@@ -24,6 +24,18 @@ class Match:
     pattern_alternatives: tuple = ()  # the differential of the wordings that matched, first seen first
     direct: bool = True  # an error line (or the report's versions) says it, not only context or prose (hints)
     gated: str = ""  # the test of the gate whose versions confirmed it ("wheel_lacks_arch"), "" when none held
+    cause: int = 0  # the cause (1-based) the strongest wording that names one points to; 0: the signature's order
+    fix: int = 0  # the fix (1-based) that wording calls for; 0: the signature's order
+
+    @property
+    def causes(self) -> tuple:
+        """The signature's causes, the one the report's own wording points to first."""
+        return _first(self.signature.causes, self.cause)
+
+    @property
+    def fixes(self) -> tuple:
+        """The signature's fixes, the one the report's own wording calls for first."""
+        return _first(self.signature.fixes, self.fix)
 
     @property
     def alternatives(self) -> tuple:
@@ -52,6 +64,16 @@ class Match:
         return next((h.before for h in firsts if h.before), "")
 
 
+def _first(items: tuple, k: int) -> tuple:
+    return (items[k - 1],) + items[:k - 1] + items[k:] if 0 < k <= len(items) else tuple(items)
+
+
+def _pointer(counted: list, key: str) -> int:
+    """The cause or fix named by the heaviest counting pattern that names one (the earliest hit on a tie)."""
+    named = [(pat, pos) for pat, pos in counted if getattr(pat, key)]
+    return getattr(max(named, key=lambda t: (t[0].weight, -t[1]))[0], key) if named else 0
+
+
 def _counts(pat, res: ScanResult) -> bool:
     """Does a pattern that hit count: its context seen, nothing of its unless?"""
     if pat.context and not any(c in res.context_seen for c in pat.context):
@@ -74,10 +96,12 @@ def matches(signatures: tuple, res: ScanResult) -> list:
         evidence: list = []
         alts: list = []  # (first position, pattern alternatives) of the wordings that counted
         direct = False
+        counted: list = []  # (pattern, its first hit's position): the wordings that count
         for pi, pat in enumerate(sig.patterns):
             key = (si, pi)
             if key not in res.hits or pat.weight == 0 or not _counts(pat, res):
                 continue
+            counted.append((pat, min(h.pos for h in res.hits[key])))
             miss *= 1.0 - pat.weight
             direct = direct or not pat.hint
             count = max(count, res.counts.get(key, 0))
@@ -101,7 +125,8 @@ def matches(signatures: tuple, res: ScanResult) -> list:
         evidence = _dedupe(sorted(evidence, key=lambda h: h.pos))
         palts = tuple(a for _, group in sorted(alts, key=lambda t: t[0]) for a in group)
         gated = gate.get("test", "driver_too_old") if held else ""
-        out.append(Match(sig, round(1.0 - miss, 3), count, evidence[:3], caps, sig.priority, palts, direct, gated))
+        out.append(Match(sig, round(1.0 - miss, 3), count, evidence[:3], caps, sig.priority, palts, direct, gated,
+                         _pointer(counted, "cause"), _pointer(counted, "fix")))
     return rank(out)
 
 

@@ -19,9 +19,9 @@ def match_dict(m, personal=None) -> dict:
         "evidence": [{"line": h.line_no, "text": h.text} for h in m.evidence],
         "captures": dict(m.captures),
         "meaning": s.meaning,
-        "causes": list(s.causes),
+        "causes": list(m.causes),
         "confirm": list(s.confirm),
-        "fixes": list(s.fixes),
+        "fixes": list(m.fixes),
         "docs": list(s.docs),
         "related_checks": list(s.related_checks),
         "on_this_machine": list(personal.notes) if personal else [],
@@ -89,7 +89,7 @@ def text_report(matches: list, personals: dict, closest: list, scan, offline: bo
             if p and p.commands:
                 out.append(f"   fix: {p.commands[0]}")
             else:
-                out.append(f"   fix: {s.fixes[0]}")
+                out.append(f"   fix: {m.fixes[0]}")
             continue
         out.append("   What it means:")
         out.append(_wrap(s.meaning, "     "))
@@ -99,13 +99,13 @@ def text_report(matches: list, personals: dict, closest: list, scan, offline: bo
         elif not offline:
             out.append("   On this machine: nothing more could be learnt (the facts it needs did not answer).")
         out.append("   Likely causes, most likely first:")
-        out.extend(_wrap(f"{k}. {c}", "     ") for k, c in enumerate(s.causes, 1))
+        out.extend(_wrap(f"{k}. {c}", "     ") for k, c in enumerate(m.causes, 1))
         out.append("   Confirm with:")
         out.extend(f"     $ {c}" for c in s.confirm)
         out.append("   Fix:")
         if p and p.commands:
             out.extend(f"     $ {c}" for c in p.commands)
-        out.extend(_wrap(f"- {f}", "     ") for f in s.fixes if not covered(f, p.commands if p else []))
+        out.extend(_wrap(f"- {f}", "     ") for f in m.fixes if not covered(f, p.commands if p else []))
         if s.docs:
             out.append("   Docs: " + " ".join(s.docs))
         if s.related_checks:

@@ -62,6 +62,8 @@ class Pattern:
     words: bool = True  # its literals feed the guesses' vocabulary (rank.closest); not a CUDA error number's forms,
     # nor a pattern marked guess_words = false
     code: int = 0  # the CUDA error number this pattern reads (error_codes.toml); 0 for a signature's own pattern
+    cause: int = 0  # which of the signature's causes this wording points to (1-based; 0: none): listed first
+    fix: int = 0  # which of its fixes this wording calls for (1-based; 0: none): given first
 
 
 @dataclass(frozen=True)
@@ -161,8 +163,16 @@ def parse(data: dict, where: str = "<data>", lazy: bool = False, shared: Optiona
         hint, words = p.get("hint", False), p.get("guess_words", True)
         if not isinstance(hint, bool) or not isinstance(words, bool):
             raise SignatureError(f"{pw}: hint and guess_words must be true or false")
+        pointers = {}
+        for key, listed in (("cause", "causes"), ("fix", "fixes")):
+            v = p.get(key, 0)
+            n = len(data.get(listed, ()) or ())
+            if not isinstance(v, int) or isinstance(v, bool) or not 0 <= v <= n:
+                raise SignatureError(f"{pw}: {key} must be the number of one of the {n} {listed} (1-{n})")
+            pointers[key] = v
         pats.append(Pattern(contains, compiled, cap_rx, w, tuple(s.lower() for s in context),
-                            tuple(s.lower() for s in unless), _tuple_of_str(p, "alternatives", pw), hint, words))
+                            tuple(s.lower() for s in unless), _tuple_of_str(p, "alternatives", pw), hint, words,
+                            cause=pointers["cause"], fix=pointers["fix"]))
     if not pats:
         raise SignatureError(f"{where}: no [[pattern]]")
     return Signature(
