@@ -116,6 +116,19 @@ def answer(text: str, strict: bool = False) -> list:
     return [m.id for m in found] if strict else rank.answer_ids(SIGS, found, text)
 
 
+def strong_ids(text: str) -> list:
+    """The ids explain matches strongly in a text, root cause first."""
+    return [m.id for m in rank.rank(rank.matches(SIGS, SCANNER.scan_text(text))) if m.strong]
+
+
+def review_cases(name: str) -> list:
+    """A file of written cases under data/explain_review/ (`expect` first, or `expect_not` strongly)."""
+    import tomllib
+
+    with open(DATA / "explain_review" / name, "rb") as f:
+        return tomllib.load(f)["case"]
+
+
 def score(cs: list, strict: bool = False) -> dict:
     """Top-1/top-3 of explain's answer on cases: {n, top1, top3, per: id -> [cases, top-1, top-3],
     misses: [(expected id, top-3 answer, url)] of the cases not right at top-1}."""

@@ -1,5 +1,5 @@
-"""Round 28's patterns (fresh26's misses, read after scoring): each names its cause with a strong match, and leaves
-the look-alikes alone (tests/data/explain_review/s31.toml)."""
+"""Round 28's patterns (fresh26's misses) and rounds 32-37's (fresh30-35's), read after scoring: each names its cause
+with a strong match, and leaves the look-alikes alone (tests/data/explain_review/s31.toml, s32_r32.toml)."""
 
 from __future__ import annotations
 
@@ -8,15 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from explain_sets import SCANNER, SIGS, answer
-from cudadoctor.explain import rank
+from explain_sets import answer, review_cases, strong_ids
 
-with open(Path(__file__).parent / "data" / "explain_review" / "s31.toml", "rb") as _f:
-    CASES = tomllib.load(_f)["case"]
-
-
-def strong_ids(text: str) -> list:
-    return [m.id for m in rank.rank(rank.matches(SIGS, SCANNER.scan_text(text))) if m.strong]
+# round 28's cases (s31.toml) and rounds 32-37's (s32_r32.toml): the same two checks
+CASES = review_cases("s31.toml") + review_cases("s32_r32.toml")
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if "expect" in c], ids=lambda c: c["name"])
@@ -30,8 +25,7 @@ def test_look_alikes_left_alone(case):
     assert not set(strong_ids(case["text"])) & set(case["expect_not"])
 
 
-with open(Path(__file__).parent / "data" / "explain_review" / "s31_mined.toml", "rb") as _f:
-    MINED = tomllib.load(_f)["case"]
+MINED = review_cases("s31_mined.toml")
 
 
 @pytest.mark.parametrize("case", [c for c in MINED if "expect" in c], ids=lambda c: c["name"])
@@ -45,8 +39,7 @@ def test_mined_message_in_a_traceback_source_line_is_not_the_error(case):
     assert strong_ids(case["text"]) == []
 
 
-with open(Path(__file__).parent / "data" / "explain_review" / "s31_r29.toml", "rb") as _f:
-    ROUND29 = tomllib.load(_f)["case"]
+ROUND29 = review_cases("s31_r29.toml")
 
 
 @pytest.mark.parametrize("case", ROUND29, ids=lambda c: c["name"])

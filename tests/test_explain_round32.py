@@ -1,34 +1,13 @@
-"""Rounds 32-33's patterns (fresh30's and fresh31's misses, read after scoring): each names its cause first with a
-strong match, and the look-alikes are left alone (tests/data/explain_review/s32_r32.toml)."""
+"""Rounds 32-37's rules (fresh30-35's misses, read after scoring): the arch gate's unplaceable GPU names, and two
+reviews' cases (s32_review.toml, s32_review_c.toml). The rules' own cases (s32_r32.toml) run with round 28's in
+test_explain_round28.py."""
 
 from __future__ import annotations
 
-import tomllib
-from pathlib import Path
-
 import pytest
 
-from explain_sets import SCANNER, SIGS, answer
-from cudadoctor.explain import rank, versions
-
-with open(Path(__file__).parent / "data" / "explain_review" / "s32_r32.toml", "rb") as _f:
-    CASES = tomllib.load(_f)["case"]
-
-
-def strong_ids(text: str) -> list:
-    return [m.id for m in rank.rank(rank.matches(SIGS, SCANNER.scan_text(text))) if m.strong]
-
-
-@pytest.mark.parametrize("case", [c for c in CASES if "expect" in c], ids=lambda c: c["name"])
-def test_named_first_and_strong(case):
-    assert answer(case["text"])[:1] == [case["expect"]]
-    assert strong_ids(case["text"])[:1] == [case["expect"]]
-
-
-@pytest.mark.parametrize("case", [c for c in CASES if "expect_not" in c], ids=lambda c: c["name"])
-def test_look_alikes_left_alone(case):
-    assert not set(strong_ids(case["text"])) & set(case["expect_not"])
-
+from explain_sets import answer, review_cases, strong_ids
+from cudadoctor.explain import versions
 
 GATE = {"needs": "gpu", "has": "torch_ver", "test": "wheel_lacks_arch", "all": True}
 
@@ -43,10 +22,7 @@ def test_a_gpu_name_the_matrix_cannot_place_does_not_veto_the_gate():
     assert not versions.gate_holds(GATE, {}, {"gpu_name": ["rtx 4090", "rtx 5090"], "torch_ver": ["2.5.1+cu124"]})
 
 
-REVIEW = []
-for _name in ("s32_review.toml", "s32_review_c.toml"):
-    with open(Path(__file__).parent / "data" / "explain_review" / _name, "rb") as _f:
-        REVIEW += tomllib.load(_f)["case"]
+REVIEW = review_cases("s32_review.toml") + review_cases("s32_review_c.toml")
 
 
 @pytest.mark.parametrize("case", REVIEW, ids=lambda c: c["name"])
