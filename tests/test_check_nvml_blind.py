@@ -21,6 +21,7 @@ from cudadoctor.facts.registry import Options, gather
 RECORDED = Path(__file__).parent / "data" / "h200" / "s32_peer_no_nvml.txt"
 NO_NVML = FakeCmd(json.dumps({"error": "LibraryNotFound", "message": "NVML Shared Library Not Found"}))
 PEER = [PY, "-m", "cudadoctor.probes.peer"]
+LIBCUDA = "/usr/local/nvidia/lib64/libcuda.so.1"  # where the H200's ldconfig cache names it
 STEPS = ("topology", "nccl", "probe.scan", "probe.launch")
 
 
@@ -40,6 +41,7 @@ def blind(n: int = 2, visible=None, peer=None, files=("/dev/nvidiactl", "/dev/nv
     fs.add_file("/.dockerenv", "")
     for f in files[:2 + n]:
         fs.add_file(f, "")
+    fs.add_file(LIBCUDA, "")  # the compute capability mounts libcuda: CUDA works
     fs.on(PEER, peer or peers(n, visible))
     return fs
 

@@ -535,6 +535,7 @@ def test_torch_unavailable_under_a_failing_driver_step_points_at_it():
 def test_no_nvidia_smi_and_no_nvml_in_a_compute_only_container_warns_without_claiming_nvml():
     fs = h200(smi=False, nvml=FakeCmd(json.dumps({"error": "LibraryNotFound", "message": "NVML Shared Library Not Found"})))
     fs.add_file("/.dockerenv", "")
+    fs.add_file("/usr/local/nvidia/lib64/libcuda.so.1", "")  # the compute capability mounts libcuda
     r = check(fs)
     f = next(f for f in steps(r)["driver"].findings if f.id == "driver.smi-missing")
     assert f.status.value == "warn" and "NVML cannot be used" in f.summary

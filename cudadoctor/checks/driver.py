@@ -5,6 +5,7 @@ from __future__ import annotations
 from cudadoctor.checks.common import driver_view, q, runtime_fix
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.facts.health_types import DeviceNodes
+from cudadoctor.facts.views import NVML_ABSENT
 from cudadoctor.model import FactState, Finding, Fix, Status
 
 DOCS_DRIVER = "https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/"
@@ -26,6 +27,37 @@ def mismatch_fix(user_ver: str) -> Fix:
                ("sudo reboot",
                 "sudo rmmod nvidia_uvm nvidia_drm nvidia_modeset nvidia && sudo modprobe nvidia  # instead of a reboot",
                 "cat /proc/driver/nvidia/version  # must then show " + (user_ver or "the new version")), DOCS_DRIVER)
+
+
+def userspace_missing(km_ver: str, plat, s, usd, evidence: dict) -> Finding:
+    """The kernel module answers in /proc, but neither libcuda.so.1 nor libnvidia-ml.so.1 can be loaded: every CUDA
+    program fails ("Found no NVIDIA driver on your system"), nvidia-smi too. Reproduced on the H200 by hiding the
+    libraries' folder from one process tree (tests/data/h200/s32_nolibs_check.txt)."""
+    major = km_ver.split(".")[0]
+    said = f"; nvidia-smi: {s.message.strip().splitlines()[0][:120]}" if s is not None and s.message else ""
+    ev = dict(evidence, **{"kernel module": km_ver, "libcuda.so.1": "not found", "libnvidia-ml.so.1": "not found"})
+    if plat is not None and plat.container:
+        return Finding(
+            "driver.userspace-missing", Status.FAIL,
+            f"this {plat.container} container sees the NVIDIA kernel module {km_ver} but not its libraries "
+            f"(libcuda, libnvidia-ml){said}",
+            "The GPU device files are here but the driver's user-space libraries were not mounted: the container was "
+            "started without the NVIDIA runtime (GPUs passed with --device, or a runtime that is not nvidia), or the "
+            "container toolkit failed to mount them. Every CUDA program fails with 'Found no NVIDIA driver'.",
+            Fix("Start it through the NVIDIA runtime, so the toolkit mounts the driver's libraries:",
+                runtime_fix(plat.container) + ("sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl "
+                                               "restart docker  # on the host, once",), DOCS_CONTAINER),
+            ev, "every CUDA program")
+    return Finding(
+        "driver.userspace-missing", Status.FAIL,
+        f"the NVIDIA kernel module {km_ver} is loaded but its user-space libraries (libcuda, libnvidia-ml) are "
+        f"missing{said}",
+        "The driver's user-space half is not installed, or not where the loader looks (a removed or partial driver "
+        "package, an ldconfig cache not refreshed). Every CUDA program fails with 'Found no NVIDIA driver'.",
+        Fix(f"Install the user-space libraries of the {km_ver} driver and refresh the loader's cache:",
+            (f"sudo apt install --reinstall libnvidia-compute-{major} nvidia-utils-{major}  # Ubuntu/Debian",
+             "sudo ldconfig && ldconfig -p | grep -E 'libcuda.so.1|libnvidia-ml.so.1'"), DOCS_DRIVER),
+        ev, "every CUDA program")
 
 
 def _gpu_summary(view) -> str:
@@ -168,8 +200,19 @@ def check_driver(ctx: Context) -> Outcome:
             "driver.version-mismatch", Status.FAIL, "NVML: Driver/library version mismatch" + versions,
             MISMATCH_DETAIL, mismatch_fix(user_ver), evidence, "every CUDA program")])
 
+    # 2b. the kernel module is loaded but the driver's user-space libraries are not there (neither libcuda nor
+    # libnvidia-ml): a container given /dev/nvidia* by hand, without the NVIDIA runtime; a partial driver install
+    nvml_gone = nvml.state is FactState.FAILED and any(w in nvml.error for w in NVML_ABSENT)
+    smi_gone = smi.state is FactState.NOT_FOUND or (s is not None and s.problem == "nvml-missing")
+    no_libcuda = usd.value is None or not usd.value.libcuda
+    if km.ok and smi_gone and nvml_gone and no_libcuda:
+        return Outcome(f"kernel module {km_ver} loaded, its user-space libraries missing",
+                       [userspace_missing(km_ver, plat, s, usd, evidence)])
+
     # 3. nvidia-smi present but failing
-    if s is not None and s.problem and s.problem != "not-executable" and smi.state is not FactState.FOUND:
+    if s is not None and s.problem == "nvml-missing" and smi.state is not FactState.FOUND and view.present:
+        pass  # nvidia-smi without its libnvidia-ml while libcuda is there: a compute-only container (below)
+    elif s is not None and s.problem and s.problem != "not-executable" and smi.state is not FactState.FOUND:
         if s.problem == "no-driver":
             return Outcome("the NVIDIA driver is not loaded", [_not_loaded(s.path, s.message, plat)])
         if s.problem == "no-devices":
@@ -209,7 +252,7 @@ def check_driver(ctx: Context) -> Outcome:
             Fix("Run it yourself and read the message; check the driver log:",
                 (f"{s.path}", "sudo dmesg | grep -iE 'nvrm|xid' | tail -20")), evidence, "every CUDA program")])
     if smi.state is FactState.FAILED and s is not None and s.path and not s.driver_version and (
-            s.problem != "not-executable" or not view.present):
+            s.problem != "not-executable" or not view.present) and not (s.problem == "nvml-missing" and view.present):
         # could not even start it (not executable, exec format error)
         evidence["error"] = smi.error
         return Outcome("nvidia-smi cannot run", [Finding(
@@ -254,10 +297,11 @@ def check_driver(ctx: Context) -> Outcome:
             Fix("Restore it from the driver's package:", (f"ls -l {s.path}", f"sudo chmod 755 {s.path}  # or "
                                                           "reinstall the driver's utilities package")),
             {"nvidia-smi": s.path}))
-    elif smi.state is FactState.NOT_FOUND:
-        summary += " · nvidia-smi not on PATH"
+    elif smi.state is FactState.NOT_FOUND or (s is not None and s.problem == "nvml-missing"):
+        summary += " · nvidia-smi not on PATH" if smi.state is FactState.NOT_FOUND else " · nvidia-smi without NVML"
         findings.append(Finding(
-            "driver.smi-missing", Status.WARN, "nvidia-smi is not on PATH (the driver itself answers through "
+            "driver.smi-missing", Status.WARN, ("nvidia-smi is not on PATH" if smi.state is FactState.NOT_FOUND else
+                                                f"{s.path} cannot load libnvidia-ml") + " (the driver itself answers through "
             + ("NVML)" if nvml.ok else "its kernel module; NVML cannot be used either)"),
             "Containers started without the `utility` driver capability lack nvidia-smi"
             + (" and NVML (libnvidia-ml)" if not nvml.ok else "") + "; elsewhere the driver's utilities package is "

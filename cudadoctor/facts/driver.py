@@ -38,7 +38,8 @@ SMI_PROBLEMS = [
     ("gpu-lost", re.compile(r"GPU is lost|fallen off the bus|Unable to determine the device handle", re.I)),
     ("nvml-unknown", re.compile(r"Failed to initialize NVML: Unknown Error", re.I)),
     ("no-permission", re.compile(r"Insufficient Permissions|Permission denied", re.I)),
-    ("nvml-missing", re.compile(r"NVML Shared Library Not Found|libnvidia-ml\.so.*cannot open", re.I)),
+    ("nvml-missing", re.compile(r"NVML Shared Library Not Found|libnvidia-ml\.so.*cannot open|"
+                                r"couldn'?t find libnvidia-ml\.so", re.I)),
 ]
 
 
