@@ -81,7 +81,9 @@ def check_cudnn(ctx: Context) -> Outcome:
             f"cuDNN {loaded} is loaded but torch {tv.version} was built against {built}: torch gives {_first(err)}",
             detail="torch refuses a cuDNN of another major or an older minor than it was built against, whenever it "
                    "checks cuDNN's version (torch.backends.cudnn.version(), cuDNN RNNs). Usually an older system or "
-                   "conda cuDNN found through LD_LIBRARY_PATH ahead of the wheel's (see the libraries step).",
+                   "conda cuDNN found through LD_LIBRARY_PATH ahead of the wheel's, or the wheel's own cuDNN gone (a "
+                   "broken or half-removed nvidia-cudnn package), so the loader found the system's (see the libraries "
+                   "step; on the H200, hiding the wheel's cuDNN loaded the system's 9.14 this way).",
             fix=_older_fix(ctx, tv, built), evidence=dict(ev, error=err)))
     row = m.cudnn_row(loaded)
     near = None if row else nearest_cudnn(m, loaded)  # a cuDNN newer than the data: its last row
