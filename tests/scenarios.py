@@ -52,7 +52,7 @@ def nvml_answer(**over) -> str:
 
 def torch_stages(version="2.11.0+cu130", cuda="13.0", available=True, count=1, arch=None, devices=None,
                  op=None, python=PY, visible=None, init_error="", import_error="", not_installed=False,
-                 upto="done", warnings=()) -> str:
+                 upto="done", warnings=(), nvidia_packages=None) -> str:
     """The torch probe's staged output, with torch_info.txt's values by default."""
     arch = ["sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120"] if arch is None else arch
     devices = [{"index": 0, "name": "NVIDIA H200", "capability": "9.0", "total_memory_mib": 143155,
@@ -62,7 +62,10 @@ def torch_stages(version="2.11.0+cu130", cuda="13.0", available=True, count=1, a
                           "visible_devices": visible})]
     if not_installed or import_error:
         stages.append(("import", {"installed": False, "not_found": not_installed,
-                                  "import_error": import_error or "ModuleNotFoundError: No module named 'torch'"}))
+                                  "import_error": import_error or "ModuleNotFoundError: No module named 'torch'",
+                                  # (session 32) a broken torch's version, read from its metadata
+                                  **({"version": version, "nvidia_packages": nvidia_packages or {}}
+                                     if import_error else {})}))
         stages.append(("done", {}))
     else:
         stages.append(("import", {"installed": True, "version": version, "cuda": cuda, "hip": None,

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 from fakes.system import FakeCmd
 from helpers import check, ids, status, steps
 from scenarios import H200, h200, nvml_answer, torch_stages
 
 from cudadoctor.facts.torch import PROBE_SCRIPT
+
+H200_DATA = Path(__file__).parent / "data" / "h200"
 
 CORE = ["driver", "torch.cuda", "device.capability", "torch.op", "toolkit.nvcc"]
 
@@ -540,3 +543,30 @@ def test_no_nvidia_smi_and_no_nvml_in_a_compute_only_container_warns_without_cla
     f = next(f for f in steps(r)["driver"].findings if f.id == "driver.smi-missing")
     assert f.status.value == "warn" and "NVML cannot be used" in f.summary
     assert "NVIDIA_DRIVER_CAPABILITIES=compute,utility" in f.fix.commands[0] and ids(r)["torch.cuda.ok"] == "ok"
+
+
+def test_torch_import_fails_on_a_damaged_wheel_library_names_its_package_and_pins_the_reinstall():
+    # recorded on the H200 with torch's cuDNN wheel folder and the system's libcudnn hidden (tests/data/h200/README.md)
+    err = (H200_DATA / "s32_nocudnn_at_all.torch.txt").read_text().strip().splitlines()[-1]
+    r = check(h200(torch=FakeCmd(torch_stages(import_error=err))))
+    f = next(f for f in steps(r)["torch.cuda"].findings if f.id == "torch.cuda.import-failed")
+    assert "libcudnn.so.9" in f.detail and "nvidia-cudnn-cu13" in f.detail
+    assert "pip show -f nvidia-cudnn-cu13" in f.fix.commands[0]
+    assert f.fix.commands[-1].endswith("--force-reinstall torch==2.11.0")
+
+
+def test_torch_import_fails_without_a_version_names_no_cudnn_wheel():
+    # a cuDNN wheel's name carries torch's CUDA major, unknown without the version: not guessed from cuDNN's own 9
+    fs = h200(torch=FakeCmd(torch_stages(import_error="ImportError: libcudnn.so.9: cannot open shared object file",
+                                         version="")))
+    f = next(f for f in steps(check(fs))["torch.cuda"].findings if f.id == "torch.cuda.import-failed")
+    assert "cu9" not in " ".join(f.fix.commands) and "nvidia-cudnn" not in f.detail
+
+
+def test_torch_import_fails_names_the_installed_package_that_ships_the_library():
+    # a PyPI torch's metadata has no +cu tag ("2.11.0"); the installed nvidia-* packages say which ships libcudnn
+    err = (H200_DATA / "s32_nocudnn_at_all.torch.txt").read_text().strip().splitlines()[-1]
+    pk = {"nvidia-cudnn-cu13": "9.19.0.56", "nvidia-cublas": "13.1.0.3", "nvidia-nccl-cu13": "2.28.7"}
+    fs = h200(torch=FakeCmd(torch_stages(import_error=err, version="2.11.0", nvidia_packages=pk)))
+    f = next(f for f in steps(check(fs))["torch.cuda"].findings if f.id == "torch.cuda.import-failed")
+    assert "nvidia-cudnn-cu13 9.19.0.56" in f.detail and "pip show -f nvidia-cudnn-cu13 " in f.fix.commands[0]

@@ -14,6 +14,8 @@ from cudadoctor.checks.common import (
     visible_ordinals,
 )
 from cudadoctor.checks.env_pointer import with_working_env
+from cudadoctor.checks.libraries import WHEELS, wheel_for
+from cudadoctor.facts.libs import family_of
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.facts.health_types import DeviceNodes
 from cudadoctor.model import FactState, Finding, Fix, Status
@@ -64,6 +66,19 @@ def suggested_tag(ctx: Context, driver_cuda: str, torch_version: str = "") -> st
     return cu_tag(driver_cuda) if driver_cuda else "cu126"
 
 
+def wheel_of(soname: str, t) -> str:
+    """The installed pip package that ships a library torch could not load ("nvidia-cudnn-cu13 9.19.0.56"), else the
+    one torch's wheel tag names; '' when neither tells (cuDNN's and NCCL's names carry torch's CUDA major)."""
+    base = WHEELS.get(family_of(soname), "")
+    have = sorted(n for n in t.nvidia_packages if base and (n == base or n.startswith(base + "-cu")))
+    if have:
+        return f"{have[0]} {t.nvidia_packages[have[0]]}"
+    tag = re.search(r"\+cu(\d{2,3})", t.version or "")
+    if tag or not soname.startswith(("libcudnn", "libnccl")):
+        return wheel_for(soname, tag.group(1)[:-1] if tag else "")
+    return ""
+
+
 @step("torch.cuda", "torch sees CUDA", 20, facts=("torch", "nvidia_smi", "nvml", "kernel_module", "platform",
                                                   "other_envs", "device_nodes"))
 def check_torch_cuda(ctx: Context) -> Outcome:
@@ -112,16 +127,25 @@ def check_torch_cuda(ctx: Context) -> Outcome:
                  "cudadoctor check --python /path/to/that/python",
                  pip_torch(py, "", suggested_tag(ctx, driver_view(ctx).cuda)))), ev, "torch")]))
     if t.import_error:
-        lib = re.search(r"(lib[\w.+-]+\.so[\w.]*): cannot open shared object file", t.import_error)
+        # (session 32) also a damaged copy ("file too short", "invalid ELF header"), named by its full path
+        lib = re.search(r"(?:^|[\s/'\"])(lib[\w.+-]+\.so[\w.]*): (?:cannot open shared object file|file too short|"
+                        r"invalid ELF header|wrong ELF class)", t.import_error)
         ev["import error"] = t.import_error
         fix_cmds = [f"{q(py)} -m pip install --force-reinstall torch=={torch_base_version(t.version)}"
                     if t.version else f"{q(py)} -m pip install --force-reinstall torch"]
+        wheel = ""
         if lib:
+            wheel = wheel_of(lib.group(1), t)
             fix_cmds.insert(0, f"ldconfig -p | grep {lib.group(1).split('.so')[0]}")
             fix_cmds.insert(1, "echo $LD_LIBRARY_PATH  # a stale entry here can shadow the pip nvidia-* libraries")
+            if wheel:  # the pip package that ships it: is it there, and whole?
+                fix_cmds.insert(0, f"{q(py)} -m pip show -f {wheel.split()[0]} | grep -E "
+                                   f"'^(Version|Location)|{lib.group(1).split('.so')[0]}'")
         return Outcome("import torch fails", [Finding(
             "torch.cuda.import-failed", Status.FAIL, f"import torch fails: {t.import_error[:200]}",
-            ("A CUDA library torch needs cannot be loaded." if lib else
+            (f"A CUDA library torch needs ({lib.group(1)}) cannot be loaded" + (
+                f": torch's own copy comes from the pip package {wheel}, so it is missing or damaged, or another copy "
+                "is found first; reinstalling torch reinstalls it." if wheel else ".") if lib else
              "torch is installed but cannot be imported."),
             Fix("Find the missing piece, or reinstall torch with its CUDA libraries:", tuple(fix_cmds)), ev, "torch")])
 

@@ -63,6 +63,33 @@ def mapped_libraries():
     return libs
 
 
+def installed_version(dist: str) -> str:
+    """The installed distribution's version from its metadata, without importing it ('' when unknown): what a
+    broken torch is, so that its reinstall can be pinned (2.11.0+cu130, not whatever pip resolves today)."""
+    try:
+        from importlib.metadata import version
+
+        return str(version(dist))
+    except Exception:  # noqa: BLE001 - no metadata, or an old Python
+        return ""
+
+
+def nvidia_packages() -> dict:
+    """The installed nvidia-* pip packages, {name: version}, from their metadata (which one ships a library torch
+    could not load: nvidia-cudnn-cu13, nvidia-cublas, ...)."""
+    out = {}
+    try:
+        from importlib.metadata import distributions
+
+        for d in distributions():
+            name = str(d.metadata.get("Name") or "").lower().replace("_", "-")
+            if name.startswith("nvidia-"):
+                out[name] = str(d.version)
+    except Exception:  # noqa: BLE001 - no metadata: the check names none
+        pass
+    return out
+
+
 def import_torch():
     """The import stage: torch's version, CUDA build and arch list (no CUDA call). None when it fails."""
     t0 = time.time()
@@ -74,7 +101,7 @@ def import_torch():
         except BaseException as e:  # ImportError, OSError (missing libcudart), SystemExit ...
             emit("import", installed=False, import_error=err_text(e), import_s=time.time() - t0,
                  not_found=isinstance(e, ImportError) and getattr(e, "name", "") == "torch",
-                 warnings=caught_warnings(ws))
+                 warnings=caught_warnings(ws), version=installed_version("torch"), nvidia_packages=nvidia_packages())
             return None
     info = dict(installed=True, import_s=time.time() - t0, version=str(getattr(torch, "__version__", "")),
                 file=str(getattr(torch, "__file__", "")))

@@ -81,6 +81,8 @@ def build_info(stages: list) -> TorchInfo:
         elif s == "import":
             t.installed = bool(rec.get("installed"))
             t.import_error = rec.get("import_error") or ""
+            pk = rec.get("nvidia_packages")
+            t.nvidia_packages = {str(k): str(v) for k, v in pk.items()} if isinstance(pk, dict) else {}
             t.import_s = rec.get("import_s")
             if rec.get("not_found"):
                 t.installed = False

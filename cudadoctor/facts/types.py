@@ -158,6 +158,8 @@ class TorchInfo:
     installed: bool = False
     import_error: str = ""
     import_s: Optional[float] = None
+    # where `import torch` failed: the installed nvidia-* pip packages, {name: version} (which one ships a library)
+    nvidia_packages: dict = field(default_factory=dict)
     version: str = ""
     cuda: Optional[str] = None  # torch.version.cuda
     hip: Optional[str] = None
