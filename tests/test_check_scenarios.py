@@ -303,8 +303,14 @@ NO_UVM = (H200 / "s31_torch_no_uvm.txt").read_text().strip().splitlines()[-1]
 NO_DEVICES = FakeCmd(stdout="No devices were found\n", returncode=6)
 
 
-def torch999(**kw):
-    return h200(torch=FakeCmd(torch_stages(available=False, init_error=NO_UVM)), **kw)
+def with_files(fs, files):
+    for n in files:
+        fs.add_file(n, "")
+    return fs
+
+
+def torch999(files=(), **kw):
+    return with_files(h200(torch=FakeCmd(torch_stages(available=False, init_error=NO_UVM)), **kw), files)
 
 
 def finding(r, step, fid=None):
@@ -313,18 +319,12 @@ def finding(r, step, fid=None):
 
 
 def no_gpu_machine(files=("/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia-uvm"), **env):
-    fs = h200(smi=NO_DEVICES, smi_csv=NO_DEVICES, nvml=FakeCmd(nvml_answer(device_count=0, gpus=[])), env=env or None)
-    for n in files:
-        fs.add_file(n, "")
-    return fs
+    return with_files(h200(smi=NO_DEVICES, smi_csv=NO_DEVICES, nvml=FakeCmd(nvml_answer(device_count=0, gpus=[])),
+                           env=env or None), files)
 
 
 def test_cuda_unknown_error_with_the_driver_answering_is_nvidia_uvm_after_a_suspend():
-    fs = torch999()
-    fs.add_file("/dev/nvidia0", "")
-    fs.add_file("/dev/nvidiactl", "")
-    fs.add_file("/dev/nvidia-uvm", "")
-    r = check(fs)
+    r = check(torch999(files=("/dev/nvidia0", "/dev/nvidiactl", "/dev/nvidia-uvm")))
     f = finding(r, "torch.cuda", "torch.cuda.uvm")
     assert f.status.value == "fail" and ids(r)["driver.ok"] == "ok"
     assert f.evidence["/dev/nvidia-uvm"] == "present"
@@ -332,20 +332,14 @@ def test_cuda_unknown_error_with_the_driver_answering_is_nvidia_uvm_after_a_susp
 
 
 def test_cuda_unknown_error_without_dev_nvidia_uvm_loads_the_module():
-    fs = torch999()
-    fs.add_file("/dev/nvidia0", "")
-    fs.add_file("/dev/nvidiactl", "")
-    r = check(fs)
+    r = check(torch999(files=("/dev/nvidia0", "/dev/nvidiactl")))
     f = finding(r, "torch.cuda", "torch.cuda.uvm")
     assert f.evidence["/dev/nvidia-uvm"] == "missing"
     assert f.fix.commands[:2] == ("sudo modprobe nvidia-uvm", "sudo nvidia-modprobe -u -c=0")
 
 
 def test_cuda_unknown_error_in_a_container_names_the_runtime():
-    fs = torch999()
-    fs.add_file("/.dockerenv", "")
-    fs.add_file("/dev/nvidia0", "")
-    r = check(fs)
+    r = check(torch999(files=("/.dockerenv", "/dev/nvidia0")))
     f = finding(r, "torch.cuda", "torch.cuda.uvm")
     assert "docker" in f.fix.text and any("--gpus all" in c for c in f.fix.commands)
 
@@ -397,10 +391,7 @@ def test_999_with_a_lost_gpu_is_not_nvidia_uvm():
     """Xid 79: nvidia-smi 'Unable to determine the device handle ... Unknown Error', NVML still gives the version;
     cuInit fails 999. The driver step says gpu-lost; the torch step must not blame nvidia_uvm / suggest rmmod."""
     lost = FakeCmd(stdout="Unable to determine the device handle for GPU0000:00:06.0: Unknown Error\n", returncode=255)
-    fs = torch999(smi=lost, smi_csv=lost)
-    for n in ("/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia-uvm"):
-        fs.add_file(n, "")
-    r = check(fs)
+    r = check(torch999(files=("/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia-uvm"), smi=lost, smi_csv=lost))
     assert ids(r).get("driver.gpu-lost") == "fail"
     assert "torch.cuda.uvm" not in ids(r), finding(r, "torch.cuda").fix.commands
 
@@ -416,9 +407,7 @@ def test_999_on_wsl2_does_not_modprobe_nvidia_uvm():
 
 
 def test_999_with_nvidia_uvm_refused_by_its_permissions_is_not_a_suspend():
-    fs = torch999()
-    for n in ("/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia-uvm"):
-        fs.add_file(n, "")
+    fs = torch999(files=("/dev/nvidiactl", "/dev/nvidia0", "/dev/nvidia-uvm"))
     fs.denied.add("/dev/nvidia-uvm")
     r = check(fs)
     f = finding(r, "torch.cuda")
@@ -427,9 +416,7 @@ def test_999_with_nvidia_uvm_refused_by_its_permissions_is_not_a_suspend():
 
 
 def test_999_in_a_kubernetes_pod_does_not_say_docker_run():
-    fs = torch999(env={"KUBERNETES_SERVICE_HOST": "10.0.0.1"})
-    fs.add_file("/dev/nvidia0", "")
-    r = check(fs)
+    r = check(torch999(files=("/dev/nvidia0",), env={"KUBERNETES_SERVICE_HOST": "10.0.0.1"}))
     f = finding(r, "torch.cuda", "torch.cuda.uvm")
     assert not any(c.startswith("docker ") for c in f.fix.commands), f.fix.commands
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from cudadoctor.checks.common import driver_view, q, runtime_fix
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.facts.health_types import DeviceNodes
-from cudadoctor.facts.views import NVML_ABSENT
+from cudadoctor.facts.views import nvml_absent
 from cudadoctor.model import FactState, Finding, Fix, Status
 
 DOCS_DRIVER = "https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/"
@@ -202,17 +202,18 @@ def check_driver(ctx: Context) -> Outcome:
 
     # 2b. the kernel module is loaded but the driver's user-space libraries are not there (neither libcuda nor
     # libnvidia-ml): a container given /dev/nvidia* by hand, without the NVIDIA runtime; a partial driver install
-    nvml_gone = nvml.state is FactState.FAILED and any(w in nvml.error for w in NVML_ABSENT)
-    smi_gone = smi.state is FactState.NOT_FOUND or (s is not None and s.problem == "nvml-missing")
+    smi_without_nvml = s is not None and s.problem == "nvml-missing"  # nvidia-smi is there, its libnvidia-ml not
+    smi_gone = smi.state is FactState.NOT_FOUND or smi_without_nvml
     no_libcuda = usd.value is None or not usd.value.libcuda
-    if km.ok and smi_gone and nvml_gone and no_libcuda:
+    if km.ok and smi_gone and nvml_absent(nvml) and no_libcuda:
         return Outcome(f"kernel module {km_ver} loaded, its user-space libraries missing",
                        [userspace_missing(km_ver, plat, s, usd, evidence)])
 
-    # 3. nvidia-smi present but failing
-    if s is not None and s.problem == "nvml-missing" and smi.state is not FactState.FOUND and view.present:
-        pass  # nvidia-smi without its libnvidia-ml while libcuda is there: a compute-only container (below)
-    elif s is not None and s.problem and s.problem != "not-executable" and smi.state is not FactState.FOUND:
+    # 3. nvidia-smi present but failing (not for want of its libnvidia-ml while the driver answers and libcuda is
+    # there: a compute-only container, warned about below)
+    compute_only = smi_without_nvml and view.present
+    if s is not None and s.problem and s.problem != "not-executable" and smi.state is not FactState.FOUND \
+            and not compute_only:
         if s.problem == "no-driver":
             return Outcome("the NVIDIA driver is not loaded", [_not_loaded(s.path, s.message, plat)])
         if s.problem == "no-devices":
@@ -252,7 +253,7 @@ def check_driver(ctx: Context) -> Outcome:
             Fix("Run it yourself and read the message; check the driver log:",
                 (f"{s.path}", "sudo dmesg | grep -iE 'nvrm|xid' | tail -20")), evidence, "every CUDA program")])
     if smi.state is FactState.FAILED and s is not None and s.path and not s.driver_version and (
-            s.problem != "not-executable" or not view.present) and not (s.problem == "nvml-missing" and view.present):
+            s.problem != "not-executable" or not view.present) and not compute_only:
         # could not even start it (not executable, exec format error)
         evidence["error"] = smi.error
         return Outcome("nvidia-smi cannot run", [Finding(
@@ -297,7 +298,7 @@ def check_driver(ctx: Context) -> Outcome:
             Fix("Restore it from the driver's package:", (f"ls -l {s.path}", f"sudo chmod 755 {s.path}  # or "
                                                           "reinstall the driver's utilities package")),
             {"nvidia-smi": s.path}))
-    elif smi.state is FactState.NOT_FOUND or (s is not None and s.problem == "nvml-missing"):
+    elif smi_gone:
         summary += " · nvidia-smi not on PATH" if smi.state is FactState.NOT_FOUND else " · nvidia-smi without NVML"
         findings.append(Finding(
             "driver.smi-missing", Status.WARN, ("nvidia-smi is not on PATH" if smi.state is FactState.NOT_FOUND else

@@ -10,7 +10,7 @@ from typing import Optional
 from cudadoctor.checks.common import driver_view
 from cudadoctor.checks.gpu_pairs import gpu_tag, joined_pairs
 from cudadoctor.checks.registry import Context, Outcome, step
-from cudadoctor.facts.gpu_links import NVML_BLIND, P2P_STATUS
+from cudadoctor.facts.gpu_links import CANNOT_LIST, NVML_BLIND, P2P_STATUS
 from cudadoctor.facts.host_links import norm_bus
 from cudadoctor.model import FactState, Finding, Fix, Status
 
@@ -45,7 +45,7 @@ def cuda_count_finding(ctx: Context, want: int) -> Finding:
     devs = cuda_devices(pf)
     if devs is None:
         return Finding("topology.gpu-count", Status.SKIP,
-                       f"the GPUs could not be counted: {NVML_BLIND.split(',')[0]}, and CUDA: {pf.error}",
+                       f"the GPUs could not be counted: {CANNOT_LIST}, and CUDA: {pf.error}",
                        evidence={"--expect-gpus": want, "source": pf.source})
     n = len(devs)
     env = ctx.fact("env").value
@@ -334,7 +334,7 @@ def blind_finding(ctx: Context) -> Finding:
     ok = sum(1 for p in known if p.access)
     access = f"peer access on {ok} of {len(known)} ordered pairs" if known else "peer access not known"
     return Finding("topology.unreadable", Status.SKIP,
-                   f"CUDA shows {n} GPUs, {access}; {NVML_BLIND.split(', so')[0]}, so their link types "
+                   f"CUDA shows {n} GPUs, {access}; {CANNOT_LIST}, so their link types "
                    "(NVLink or PCIe) are not read", evidence={"source": pf.source, "CUDA_VISIBLE_DEVICES":
                                                               pf.value.visible_devices})
 

@@ -15,9 +15,9 @@ from cudadoctor.checks.common import (
 )
 from cudadoctor.checks.env_pointer import with_working_env
 from cudadoctor.checks.libraries import WHEELS, wheel_for
-from cudadoctor.facts.libs import family_of
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.facts.health_types import DeviceNodes
+from cudadoctor.facts.libs import family_of
 from cudadoctor.model import FactState, Finding, Fix, Status
 
 INDEX = "https://download.pytorch.org/whl/"

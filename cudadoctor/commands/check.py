@@ -34,10 +34,8 @@ def register(app: typer.Typer) -> None:
 
         if json_out and markdown:
             raise fail_usage("--json and --markdown cannot be used together")
-        # `--only a,b` as well as `--only a --only b`
         given_only = bool(only)
-        only = [x.strip() for v in only for x in v.split(",") if x.strip()]
-        skip = [x.strip() for v in skip for x in v.split(",") if x.strip()]
+        only, skip = step_ids(only), step_ids(skip)
         if given_only and not only:
             raise fail_usage("--only needs at least one step id (`cudadoctor checks` lists them)")
         bad = checks.unknown_ids(list(only) + list(skip))
@@ -121,6 +119,11 @@ def register(app: typer.Typer) -> None:
         for n, s in enumerate(steps, 1):
             req = f"  (after {', '.join(s.requires)})" if s.requires else ""
             typer.echo(f"{n:>2} {s.id.ljust(w)}{s.description}{req}")
+
+
+def step_ids(values: list) -> list:
+    """`--only a,b` as well as `--only a --only b`: every id given, blanks dropped."""
+    return [x.strip() for v in values for x in v.split(",") if x.strip()]
 
 
 def _load_facts(path: str) -> tuple:

@@ -197,8 +197,9 @@ def _gpu_count(deps: dict) -> int:
     return len(driver_view_of(deps).gpus)
 
 
-#: why gpu_links cannot be read where the driver is loaded but NVML lists nothing (DriverView.gpus_unknown)
-NVML_BLIND = "neither nvidia-smi nor NVML can list the GPUs here, so the links between them cannot be read"
+#: where the driver is loaded but NVML lists nothing (DriverView.gpus_unknown), and why gpu_links cannot be read there
+CANNOT_LIST = "neither nvidia-smi nor NVML can list the GPUs here"
+NVML_BLIND = CANNOT_LIST + ", so the links between them cannot be read"
 
 
 @gatherer("gpu_links", value_type=GpuLinksInfo, needs=("nvidia_smi", "nvml", "kernel_module", "device_nodes"))

@@ -31,8 +31,10 @@ def from_facts(facts: dict) -> LocalGpu:
         d = next((d for d in listed.value.devices if parse_cc(d.cc)), None) if listed.ok else None
         if d is not None:
             return LocalGpu(parse_cc(d.cc), d.name, dv.cuda or listed.value.driver_cuda)
+        from cudadoctor.facts.gpu_links import CANNOT_LIST
+
         why = listed.error or "CUDA named no GPU"
-        return LocalGpu(driver_cuda=dv.cuda, error=f"neither nvidia-smi nor NVML can list the GPUs, and CUDA: {why}")
+        return LocalGpu(driver_cuda=dv.cuda, error=f"{CANNOT_LIST}, and CUDA: {why}")
     why = "no NVIDIA driver answered" if not dv.present else "the driver names no GPU with a compute capability"
     return LocalGpu(driver_cuda=dv.cuda, error=why)
 

@@ -72,6 +72,11 @@ def driver_view_of(facts: dict) -> DriverView:
 NVML_ABSENT = ("LIBRARY_NOT_FOUND", "LibraryNotFound", "FUNCTION_NOT_FOUND", "FunctionNotFound", "not importable")
 
 
+def nvml_absent(nvml: Fact) -> bool:
+    """NVML failed because its library is not there (NVML_ABSENT), not because the driver or a GPU did."""
+    return nvml.state is FactState.FAILED and any(w in nvml.error for w in NVML_ABSENT)
+
+
 def unlisted(v: DriverView, smi: Fact, nvml: Fact, nodes: Fact) -> bool:
     """GPUs that cannot be listed here, as opposed to none: the module is loaded (/proc), a GPU device file or
     nvidiactl is in /dev, nvidia-smi is absent (not on PATH, not executable, or without its libnvidia-ml) and NVML's
@@ -85,5 +90,4 @@ def unlisted(v: DriverView, smi: Fact, nvml: Fact, nodes: Fact) -> bool:
     smi_absent = smi.state in (FactState.NOT_FOUND, FactState.NOT_APPLICABLE) or (
         smi.state is FactState.FAILED and ("not executable" in smi.error or
                                             getattr(smi.value, "problem", "") == "nvml-missing"))
-    nvml_absent = nvml.state is FactState.FAILED and any(w in nvml.error for w in NVML_ABSENT)
-    return smi_absent and nvml_absent
+    return smi_absent and nvml_absent(nvml)
