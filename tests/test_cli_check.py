@@ -163,3 +163,7 @@ def test_only_takes_a_comma_separated_list():
     assert p.returncode == 2 and "unknown step id nope" in p.stderr and "Traceback" not in p.stderr
     p = run_cli("check", "--only", ",")
     assert p.returncode == 2 and "--only needs at least one step id" in p.stderr and "Traceback" not in p.stderr
+    p = run_cli("check", "--skip", ",")
+    assert p.returncode == 2 and "--skip needs at least one step id" in p.stderr and "Traceback" not in p.stderr
+    p = run_cli("check", "--skip", " , ")
+    assert p.returncode == 2 and "--skip needs at least one step id" in p.stderr

@@ -34,10 +34,11 @@ def register(app: typer.Typer) -> None:
 
         if json_out and markdown:
             raise fail_usage("--json and --markdown cannot be used together")
-        given_only = bool(only)
+        given_only, given_skip = bool(only), bool(skip)
         only, skip = step_ids(only), step_ids(skip)
-        if given_only and not only:
-            raise fail_usage("--only needs at least one step id (`cudadoctor checks` lists them)")
+        for flag, given_flag, ids in (("--only", given_only, only), ("--skip", given_skip, skip)):
+            if given_flag and not ids:
+                raise fail_usage(f"{flag} needs at least one step id (`cudadoctor checks` lists them)")
         bad = checks.unknown_ids(list(only) + list(skip))
         if bad:
             known = ", ".join(s.id for s in checks.ordered())
