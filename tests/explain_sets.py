@@ -58,6 +58,7 @@ FRESH33 = DATA / "explain_fresh33" / "cases.toml"  # issue 17 round 35's blind s
 FRESH34 = DATA / "explain_fresh34" / "cases.toml"  # issue 17 round 36's blind set (threads nobody had met), committed before scoring
 FRESH35 = DATA / "explain_fresh35" / "cases.toml"  # issue 17 round 37's blind set (threads nobody had met), committed before scoring
 FRESH36 = DATA / "explain_fresh36" / "cases.toml"  # issue 17 round 38's blind set (threads nobody had met), committed before scoring
+FRESH37 = DATA / "explain_fresh37" / "cases.toml"  # issue 17 round 39's blind set (threads nobody had met), committed before scoring
 
 SIGS = signatures.load()
 SCANNER = scan.Scanner(SIGS)
