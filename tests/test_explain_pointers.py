@@ -38,6 +38,14 @@ def test_cuinit_999_without_nvidia_uvm_lists_the_uvm_cause_and_fix_first():
      "TdrDelay"),
     ("docker: Error response from daemon: could not select device driver \"\" with capabilities: [[gpu]].",
      "container-toolkit", "not installed", "nvidia-ctk"),
+    # (session 33) the module flavour, the host's missing UVM node, and WSL's "no driver" (recorded live on the H200:
+    # a WSL report read on a machine that is not WSL still lists WSL's own causes)
+    ("NVRM: installed in this system requires use of the NVIDIA open kernel modules.", "driver-install",
+     "module flavour", "open modules"),
+    ("error gathering device information while adding custom device \"/dev/nvidia-uvm-tools\": lstat "
+     "/dev/nvidia-uvm-tools: no such file or directory", "no-driver-or-device", "nvidia_uvm", "modprobe nvidia-uvm"),
+    ("solve problem like \"Found no NVIDIA driver on your system.\" in WSL2", "wsl", "WSL itself is outdated",
+     "wsl --update"),
 ])
 def test_a_wording_puts_its_cause_and_fix_first(text, sig, cause_word, fix_word):
     m = first(text)
