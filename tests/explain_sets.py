@@ -62,6 +62,7 @@ FRESH37 = DATA / "explain_fresh37" / "cases.toml"  # issue 17 round 39's blind s
 FRESH38 = DATA / "explain_fresh38" / "cases.toml"  # issue 17 round 40's blind set (threads nobody had met), committed before scoring
 FRESH39 = DATA / "explain_fresh39" / "cases.toml"  # issue 17 round 41's blind set (threads nobody had met), committed before scoring
 FRESH40 = DATA / "explain_fresh40" / "cases.toml"  # issue 17 round 42's blind set (threads nobody had met), committed before scoring
+FRESH41 = DATA / "explain_fresh41" / "cases.toml"  # issue 17 round 43's blind set (threads nobody had met), committed before scoring
 
 SIGS = signatures.load()
 SCANNER = scan.Scanner(SIGS)
