@@ -1,12 +1,14 @@
-"""Rounds 39-42's rules (fresh37-40's misses, read after scoring; the sets' floors in test_explain_unseen.py hold the
-reports themselves) and a review of rounds 39-41's rules by a helper that had not written them (s33_review.toml:
-expectations written before running; 11 of 31 wrong before its fixes)."""
+"""Rounds 39-43's rules (fresh37-41's misses, read after scoring; the sets' floors in test_explain_unseen.py hold the
+reports themselves) and two reviews by helpers that had not written them (expectations written before running):
+rounds 39-41's rules (s33_review.toml, 11 of 31 wrong before its fixes) and rounds 42-43's (s33_review_b.toml, 11 of
+26 wrong before its fixes, cause order included)."""
 
 from __future__ import annotations
 
 import pytest
 
-from explain_sets import answer, review_cases
+from explain_sets import SCANNER, SIGS, answer, review_cases
+from cudadoctor.explain import rank
 
 REVIEW = review_cases("s33_review.toml")
 
@@ -17,7 +19,18 @@ def test_review_cases(case):
 
 
 def test_review_kept_every_case_it_settled():
-    assert len(REVIEW) == 29
+    assert len(REVIEW) == 29 and len(REVIEW_B) == 27
+
+
+REVIEW_B = review_cases("s33_review_b.toml")
+
+
+@pytest.mark.parametrize("case", REVIEW_B, ids=lambda c: c["name"])
+def test_second_review_cases(case):
+    assert answer(case["text"])[:1] == [case["expect"]]
+    if "cause" in case:  # the cause the report's words point to is listed first
+        m = next(m for m in rank.rank(rank.matches(SIGS, SCANNER.scan_text(case["text"]))) if m.id == case["expect"])
+        assert m.causes[0] == m.signature.causes[case["cause"] - 1]
 
 
 @pytest.mark.parametrize("text, first", [
