@@ -12,7 +12,7 @@ from pathlib import Path
 
 from fakes.system import FakeCmd
 from multigpu_scenarios import h200_peers, two_h200
-from scenarios import PY, h200
+from scenarios import PROBE_SCRIPT, PY, h200, torch_stages
 
 from cudadoctor.doctor import run_check
 from cudadoctor.facts.local_gpu import from_facts, local_gpu
@@ -202,3 +202,16 @@ def test_more_gpus_than_expected_is_not_worded_as_fewer():
 def test_the_driver_step_says_the_gpus_cannot_be_listed_not_that_there_are_none():
     r = run_check(blind(1), Options(gpu_ops=True), ("driver",))
     assert "not listable" in r.steps[0].summary and found(r)["driver.smi-missing"].status.value == "warn"
+
+
+def test_cuda_hanging_at_start_in_a_compute_only_container_is_a_failure_not_a_skip():
+    # (session 33) CUDA's own list hangs (cuInit or the device count never returns) where nvidia-smi and NVML cannot list
+    # the GPUs, in an interpreter without torch: before, every GPU step said "skip" and check ended with 0 problems
+    fs = blind(2, peer=FakeCmd(hang=True))
+    fs.on([PY, PROBE_SCRIPT], FakeCmd(torch_stages(not_installed=True)))
+    opts = Options(gpu_ops=True)
+    opts.extra["expect_gpus"] = 2
+    f = found(run_check(fs, opts, ["driver", "torch.cuda", "probe.launch", "topology"], []))
+    assert f["probe.launch.timeout"].status.value == "fail" and "hung" in f["probe.launch.timeout"].summary
+    assert "dmesg" in " ".join(f["probe.launch.timeout"].fix.commands)
+    assert f["topology.gpu-count"].status.value == "skip"  # counted nowhere: the probe's failure says why

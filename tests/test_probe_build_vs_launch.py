@@ -95,3 +95,18 @@ def test_a_real_launch_failure_is_still_a_launch_failure():
             "driver_api": "error:CUDA_ERROR_LAUNCH_FAILED", "match": None, "driver_error": "cuLaunchKernel -> 719"}]
     out, f = judge(LaunchInfo(cc="9.0", device="NVIDIA H200", compiler="nvcc 13.0", rows=bad))
     assert f["probe.launch.native-failed"].status is Status.FAIL and "build-failed" not in str(list(f))
+
+
+def test_an_nvcc_linked_into_another_folder_is_pointed_back_to_its_own():
+    # (session 33, seen on the H200) a link to a working nvcc in another PATH folder answers --version but finds no
+    # headers ("cuda_runtime.h: No such file or directory"): the fix names the real folder, which has no other install
+    tk = ToolkitInfo(installs=[NvccInstall(nvcc="/tmp/nosmi/nvcc", realpath="/usr/local/cuda-13.0/bin/nvcc",
+                                           root="/usr/local/cuda-13.0", version="13.0", is_toolkit=True)])
+    err = "exit code 1: <command-line>: fatal error: cuda_runtime.h: No such file or directory"
+    info = LaunchInfo(cc="9.0", device="NVIDIA H200", compiler="nvrtc 13.0", rows=[],
+                      nvcc_failure=err, nvcc_failure_path="/tmp/nosmi/nvcc")
+    out, f = judge(info, tk)
+    b = f["probe.launch.build-failed"]
+    assert b.status is Status.FAIL and "is a link to /usr/local/cuda-13.0/bin/nvcc" in b.detail
+    assert any(c.startswith("export PATH=/usr/local/cuda-13.0/bin:$PATH CUDA_HOME=/usr/local/cuda-13.0")
+               for c in b.fix.commands)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 from cudadoctor.checks.common import driver_view, q, runtime_fix
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.facts.health_types import DeviceNodes
@@ -58,6 +60,33 @@ def userspace_missing(km_ver: str, plat, s, usd, evidence: dict) -> Finding:
             (f"sudo apt install --reinstall libnvidia-compute-{major} nvidia-utils-{major}  # Ubuntu/Debian",
              "sudo ldconfig && ldconfig -p | grep -E 'libcuda.so.1|libnvidia-ml.so.1'"), DOCS_DRIVER),
         ev, "every CUDA program")
+
+
+def nvml_shadowed(ctx: Context, km_ver: str, evidence: dict) -> Optional[Finding]:
+    """A libnvidia-ml.so.1 of another version (or none) first on LD_LIBRARY_PATH, in front of the driver's own copy:
+    nvidia-smi and every NVML user load it ("Driver/library version mismatch", "Function Not Found"). Reloading the
+    kernel module would not help; leaving that folder out of LD_LIBRARY_PATH does."""
+    usd = ctx.fact("userspace_driver").value
+    if usd is None or not usd.libnvidia_ml_via or not km_ver or usd.libnvidia_ml == usd.libnvidia_ml_system or \
+            usd.libnvidia_ml_version == km_ver or usd.libnvidia_ml_system_version != km_ver:
+        return None
+    env = ctx.fact("env").value
+    ldp = (dict(env.vars) if env is not None else {}).get("LD_LIBRARY_PATH", "")
+    rest = ":".join(d for d in ldp.split(":") if d and d != usd.libnvidia_ml_via)
+    ev = dict(evidence, **{"libnvidia-ml.so.1 loaded": usd.libnvidia_ml, "from LD_LIBRARY_PATH folder": usd.libnvidia_ml_via,
+                           "the driver's copy": usd.libnvidia_ml_system, "kernel module": km_ver})
+    other = f"version {usd.libnvidia_ml_version}" if usd.libnvidia_ml_version else "no version in its name"
+    return Finding(
+        "driver.nvml-shadowed", Status.FAIL,
+        f"nvidia-smi and NVML load {usd.libnvidia_ml} ({other}) from LD_LIBRARY_PATH, not the driver's "
+        f"libnvidia-ml {km_ver}",
+        f"{usd.libnvidia_ml_via} comes first on LD_LIBRARY_PATH and holds a libnvidia-ml.so.1 that does not belong to "
+        f"the loaded driver ({km_ver}, whose copy is {usd.libnvidia_ml_system}). Every NVML user (nvidia-smi, "
+        "monitoring, NCCL's topology queries) loads it and fails; rebooting or reloading the driver would not help.",
+        Fix(f"Leave {usd.libnvidia_ml_via} out of LD_LIBRARY_PATH (and out of the shell profile or module that sets it):",
+            (f"export LD_LIBRARY_PATH={rest}" if rest else "unset LD_LIBRARY_PATH",
+             "nvidia-smi  # now loads the driver's copy", "ldconfig -p | grep libnvidia-ml  # the driver's copy")),
+        ev, "nvidia-smi and NVML")
 
 
 def _gpu_summary(view) -> str:
@@ -190,6 +219,9 @@ def check_driver(ctx: Context) -> Outcome:
     nvml_err = nvml.value.error if nvml.value is not None else ""
     mismatch = (s is not None and s.problem == "nvml-mismatch") or nvml_err == "NVML_ERROR_LIB_RM_VERSION_MISMATCH" or (
         km_ver and user_ver and km_ver != user_ver)
+    shadow = nvml_shadowed(ctx, km_ver, evidence) if (mismatch or smi.state is not FactState.FOUND) else None
+    if shadow is not None:
+        return Outcome(f"libnvidia-ml from LD_LIBRARY_PATH is not the driver's {km_ver}", [shadow])
     if mismatch:
         if km_ver:
             evidence["kernel module"] = km_ver

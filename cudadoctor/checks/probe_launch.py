@@ -21,6 +21,14 @@ def build_failed(ctx: Context, path: str, error: str, fell_back: str) -> Finding
     good = [i for i in (tk.installs if tk is not None else []) if i.version and i.nvcc != path and
             i.realpath != path and not i.error and i.is_toolkit is not False]
     cmds = [f"which -a nvcc  # {path} comes first"]
+    me = next((i for i in (tk.installs if tk is not None else []) if i.nvcc == path), None)
+    link_to = me.realpath if me is not None and me.realpath and me.realpath != path and me.is_toolkit else ""
+    if link_to:
+        # nvcc finds its toolkit (nvcc.profile, include/) beside the path it was called by, not beside the file a link
+        # points to: a link to it in another folder fails on every header (seen on the H200 in session 33: a link in a
+        # PATH folder, "cuda_runtime.h: No such file or directory")
+        cmds.append(f"export PATH={os.path.dirname(link_to)}:$PATH CUDA_HOME={me.root}  # {path} is a link to "
+                    f"{link_to}: call nvcc from its own folder")
     if good:
         cmds.append(f"export PATH={os.path.dirname(good[0].nvcc)}:$PATH CUDA_HOME={good[0].root}  "
                     f"# nvcc {good[0].version} found there")
@@ -31,7 +39,9 @@ def build_failed(ctx: Context, path: str, error: str, fell_back: str) -> Finding
         detail=("It answers --version, but compiling fails: every CUDA build that picks it up (torch extensions, "
                 "pip installs that compile CUDA, nvcc in your own builds) fails the same way. This is the toolkit, "
                 "not the GPU or the driver" + (f"; the launch was tested with {fell_back} instead." if fell_back else
-                                                 "; the launch could not be tested without a compiler.")),
+                                                 "; the launch could not be tested without a compiler.")
+                + (f" {path} is a link to {link_to}: nvcc looks for its toolkit's files beside the path it is called "
+                   "by, so through a link in another folder it finds no headers." if link_to else "")),
         fix=Fix("Put a working toolkit first, or repair this one:", tuple(cmds),
                 "https://docs.nvidia.com/cuda/cuda-installation-guide-linux/"),
         evidence={"nvcc": path, "error": error}, affects="nvcc")
@@ -51,11 +61,20 @@ def check_probe_launch(ctx: Context) -> Outcome:
             "No nvcc or libnvrtc to build the probe kernel with", detail=fact.error,
             fix=Fix("Any of these gives cudadoctor a compiler for its probes:",
                     ("pip install nvidia-cuda-nvrtc", "cudadoctor probe --compiler nvrtc")))])
-    if info is None or fact.state in (FactState.FAILED, FactState.TIMEOUT):
-        st = Status.FAIL if fact.state == FactState.TIMEOUT else Status.WARN
+    if fact.state == FactState.TIMEOUT:
+        return Outcome("CUDA hung", [Finding(
+            "probe.launch.timeout", Status.FAIL, f"The driver-API probe could not launch a kernel: {fact.error}",
+            detail="CUDA did not answer within the probe's time limit: GPU work started here (torch, any CUDA "
+                   "program) hangs the same way. A GPU that stopped answering, or a driver stuck after an error, "
+                   "is the usual cause; the kernel log says which.",
+            fix=Fix("Look at the GPU and its driver (on the host, from a container), then reset the GPU or reboot:",
+                    ("sudo dmesg -T | grep -iE 'xid|nvrm|fallen off'", "nvidia-smi -q -d PERFORMANCE,ECC",
+                     "cudadoctor probe  # each stage with its own time limit"),
+                    "https://docs.nvidia.com/deploy/xid-errors/index.html"),
+            evidence={"source": fact.source})])
+    if info is None or fact.state == FactState.FAILED:
         return Outcome("probe failed", [Finding(
-            "probe.launch.failed" if fact.state != FactState.TIMEOUT else "probe.launch.timeout", st,
-            f"The driver-API probe could not launch a kernel: {fact.error}",
+            "probe.launch.failed", Status.WARN, f"The driver-API probe could not launch a kernel: {fact.error}",
             fix=Fix("Run the full probe to see each stage:", ("cudadoctor probe",)),
             evidence={"source": fact.source})])
     rows = {r.get("name"): r for r in info.rows}

@@ -242,10 +242,14 @@ def gather_userspace_driver(system: System, opts: Options, deps: dict) -> Fact:
     cache = ld.value.libraries if ld is not None and ld.ok else {}
     info = UserspaceDriverInfo()
 
-    def resolve(soname: str) -> str:
+    def from_env(soname: str) -> tuple:
+        """(realpath, the LD_LIBRARY_PATH folder) of the first copy there, or ("", "")."""
         for d in (system.env.get("LD_LIBRARY_PATH") or "").split(":"):
             if d and system.exists(os.path.join(d, soname)):
-                return system.realpath(os.path.join(d, soname))
+                return system.realpath(os.path.join(d, soname)), d
+        return "", ""
+
+    def from_system(soname: str) -> str:
         for p in cache.get(soname, []):
             if system.exists(p):
                 return system.realpath(p)
@@ -254,10 +258,16 @@ def gather_userspace_driver(system: System, opts: Options, deps: dict) -> Fact:
                 return system.realpath(os.path.join(d, soname))
         return ""
 
+    def resolve(soname: str) -> str:
+        return from_env(soname)[0] or from_system(soname)
+
     info.libcuda = resolve("libcuda.so.1")
     info.libcuda_version = lib_version(info.libcuda)
     info.libcuda_is_stub = "/stubs/" in info.libcuda
-    info.libnvidia_ml = resolve("libnvidia-ml.so.1")
+    env_ml, info.libnvidia_ml_via = from_env("libnvidia-ml.so.1")
+    info.libnvidia_ml_system = from_system("libnvidia-ml.so.1")
+    info.libnvidia_ml_system_version = lib_version(info.libnvidia_ml_system)
+    info.libnvidia_ml = env_ml or info.libnvidia_ml_system
     info.libnvidia_ml_version = lib_version(info.libnvidia_ml)
     if not info.libcuda and not info.libnvidia_ml:
         return Fact.not_found("loader search path", "neither libcuda.so.1 nor libnvidia-ml.so.1 can be found",

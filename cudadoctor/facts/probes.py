@@ -4,7 +4,7 @@ probe (`probe_launch`: the minimal kernel, native and one foreign build, launche
 from __future__ import annotations
 
 from cudadoctor.facts.registry import Options, gatherer
-from cudadoctor.model import Fact
+from cudadoctor.model import Fact, FactState
 from cudadoctor.probes.run import LaunchInfo
 from cudadoctor.probes.scan import ScanInfo
 from cudadoctor.system.base import System
@@ -33,6 +33,11 @@ def gather_probe_launch(system: System, opts: Options, deps: dict) -> Fact:
 
     src = "cudadoctor.probes.launch (CUDA driver API)"
     gpu = from_facts(deps)
+    listed = deps.get("cuda_gpus")
+    if gpu.cc is None and listed is not None and listed.state is FactState.TIMEOUT:
+        # nvidia-smi and NVML cannot list the GPUs, and CUDA's own list hung (cuInit or the device count never
+        # returned): a launch would hang the same way, so that is this probe's verdict, not "no GPU"
+        return Fact.timeout(src, f"CUDA hung as it started: {listed.error}")
     if gpu.cc is None:
         return Fact.not_applicable(src, gpu.error)
     if opts.extra.get("no_probe_launch"):

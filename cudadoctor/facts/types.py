@@ -115,6 +115,11 @@ class UserspaceDriverInfo:
     libnvidia_ml: str = ""
     libnvidia_ml_version: str = ""
     libcuda_is_stub: bool = False
+    # the LD_LIBRARY_PATH folder libnvidia-ml.so.1 comes from ("" when the ldconfig cache or a default folder gives it),
+    # and the copy the loader would pick without LD_LIBRARY_PATH (the driver's, normally) with its version
+    libnvidia_ml_via: str = ""
+    libnvidia_ml_system: str = ""
+    libnvidia_ml_system_version: str = ""
 
 
 @dataclass
