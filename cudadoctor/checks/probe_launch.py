@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+from cudadoctor.checks.driver import HANG_FIX
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.compat import NATIVE
 from cudadoctor.model import FactState, Finding, Fix, Status
@@ -67,11 +68,7 @@ def check_probe_launch(ctx: Context) -> Outcome:
             detail="CUDA did not answer within the probe's time limit: GPU work started here (torch, any CUDA "
                    "program) hangs the same way. A GPU that stopped answering, or a driver stuck after an error, "
                    "is the usual cause; the kernel log says which.",
-            fix=Fix("Look at the GPU and its driver (on the host, from a container), then reset the GPU or reboot:",
-                    ("sudo dmesg -T | grep -iE 'xid|nvrm|fallen off'", "nvidia-smi -q -d PERFORMANCE,ECC",
-                     "cudadoctor probe  # each stage with its own time limit"),
-                    "https://docs.nvidia.com/deploy/xid-errors/index.html"),
-            evidence={"source": fact.source})])
+            fix=HANG_FIX, evidence={"source": fact.source})])  # the driver step's words for a hung nvidia-smi/NVML
     if info is None or fact.state == FactState.FAILED:
         return Outcome("probe failed", [Finding(
             "probe.launch.failed", Status.WARN, f"The driver-API probe could not launch a kernel: {fact.error}",
