@@ -395,3 +395,26 @@ def test_garbled_launch_records_are_judged_not_crashed_on():
     run = health(h200x2(launch=FakeCmd(stdout=out)))
     assert bad(run) == [("probe.launch.failed", "fail", None)] and "UNREADABLE" in steps_summary(run, "launch")
     assert not any(s.status.value == "error" for s in run.report.steps)
+
+
+def test_a_mismatch_from_an_nvml_copy_on_ld_library_path_is_not_a_reboot():
+    # (session 33) health gives the same verdict as check's driver step (tests/test_check_nvml_shadowed.py, recorded on
+    # the H200): an old driver's libnvidia-ml first on LD_LIBRARY_PATH, the driver's own copy in the loader's cache
+    env = {"PATH": "/usr/bin:/bin", "LD_LIBRARY_PATH": "/opt/old/lib:/usr/lib/x86_64-linux-gnu"}
+    fs = h200x2(init_error="LibRmVersionMismatch", env=env)
+    fs.add_file("/opt/old/lib/libnvidia-ml.so.535.54.03", b"")
+    fs.symlinks["/opt/old/lib/libnvidia-ml.so.1"] = "/opt/old/lib/libnvidia-ml.so.535.54.03"
+    fs.add_file("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.580.159.04", b"")
+    fs.symlinks["/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1"] = "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.580.159.04"
+    run = health(fs)
+    assert bad(run) == [("driver.nvml-shadowed", "fail", None)]
+    f = next(f for s in run.report.steps for f in s.findings if f.id == "driver.nvml-shadowed")
+    assert f.fix.commands[0] == "export LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu"
+    # the healthy path gathers none of it (no `ldconfig -p` on a node whose NVML answers)
+    ok = h200x2()
+    ok.add_exe("/sbin/ldconfig", FakeCmd(""))
+    health(ok)
+    assert not any("ldconfig" in " ".join(c) for c in ok.calls)
+    fs.add_exe("/sbin/ldconfig", FakeCmd(""))
+    health(fs)
+    assert any("ldconfig" in " ".join(c) for c in fs.calls)

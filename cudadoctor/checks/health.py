@@ -25,7 +25,8 @@ MAX_REASON = 200  # Slurm keeps a drain reason whole up to here; NPD's message i
 
 _GPU = ("health_nvml", "health_expect")
 STEPS = (
-    Step("driver", "NVIDIA driver", 10, check_driver, ("kernel_module", "health_nvml", "health_launch", "health_expect")),
+    Step("driver", "NVIDIA driver", 10, check_driver, ("kernel_module", "health_nvml", "health_launch", "health_expect",
+                                                       "userspace_driver", "env")),
     Step("devices", "GPUs", 20, check_devices, _GPU, ("driver",)),
     Step("device-files", "device files", 30, check_device_files, ("device_nodes", "health_nvml", "platform"), ("driver",)),
     Step("persistence", "persistence mode", 40, check_persistence, ("health_nvml", "node_processes", "platform"),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cudadoctor.checks.driver import DOCS_CONTAINER, DOCS_DRIVER, HANG_FIX, MISMATCH_DETAIL, mismatch_fix
+from cudadoctor.checks.driver import DOCS_CONTAINER, DOCS_DRIVER, HANG_FIX, MISMATCH_DETAIL, mismatch_fix, nvml_shadowed
 from cudadoctor.checks.health_common import (
     DOCS_NVML,
     DOCS_PERSISTENCE,
@@ -51,6 +51,9 @@ def check_driver(ctx: Context) -> Outcome:
     mismatch = nvml_err == "NVML_ERROR_LIB_RM_VERSION_MISMATCH" or (
         init_err is not None and init_err.code == CUDA_SYSTEM_DRIVER_MISMATCH) or any(
         km_ver and v and v != km_ver for v in (nvml_ver, cuda_ver))
+    shadow = nvml_shadowed(ctx, km_ver, evidence) if mismatch else None  # its facts are gathered only then
+    if shadow is not None:
+        return Outcome(f"libnvidia-ml from LD_LIBRARY_PATH is not the driver's {km_ver}", [shadow])
     if mismatch:
         versions = f"kernel module {km_ver or '?'}, NVML {nvml_ver or '?'}, libcuda {cuda_ver or '?'}"
         return Outcome(f"driver/library version mismatch ({versions})", [Finding(

@@ -185,4 +185,12 @@ def gather_health(system: System, opts: Options, expect: HealthExpect) -> dict:
         futures = {n: pool.submit(_call, REGISTRY[n], system, opts, {}) for n in HEALTH_FACTS}
         facts = {n: f.result() for n, f in futures.items()}
     facts["health_expect"] = Fact.found(expect, "command line")
+    nv, km = facts["health_nvml"].value, facts["kernel_module"]
+    km_ver = km.value.version if km.ok else ""
+    if nv is not None and (nv.error == "NVML_ERROR_LIB_RM_VERSION_MISMATCH" or (
+            km_ver and nv.driver_version and nv.driver_version != km_ver)):
+        # only on a version mismatch, off the healthy path: which libnvidia-ml the loader picks, since a copy first on
+        # LD_LIBRARY_PATH is not fixed by the reboot that a mismatch of the driver's own files needs
+        for n in ("ldconfig", "userspace_driver", "env"):
+            facts[n] = _call(REGISTRY[n], system, opts, facts)
     return facts
