@@ -17,7 +17,7 @@ from libs_support import (
 
 from cudadoctor.checks.registry import Context, load_all, run_one
 from cudadoctor.facts import libs as L
-from cudadoctor.facts.types import PlatformInfo, TorchInfo
+from cudadoctor.facts.types import PlatformInfo, TorchInfo, UserspaceDriverInfo
 from cudadoctor.model import Fact, Status
 
 
@@ -254,3 +254,20 @@ def test_wsl_libcuda_is_not_a_stub_even_if_small():
     s.add_file("/usr/lib/wsl/lib/libcuda.so.1", b"x" * 141464)
     cls = L.Classifier(s, ["/usr/local/cuda-12.8"], [], set())
     assert cls.describe("/usr/lib/wsl/lib/libcuda.so.1").origin == L.WSL
+
+
+def test_a_mismatched_nvml_copy_from_ld_library_path_is_not_a_reboot():
+    # (session 33, the H200's driver.nvml-shadowed case seen from the libraries step) the copy that differs from the
+    # kernel module comes from an LD_LIBRARY_PATH folder: leave it out, a reboot would not help
+    s = h200_system()
+    s.env["LD_LIBRARY_PATH"] = "/opt/old/lib:" + s.env.get("LD_LIBRARY_PATH", "")
+    ud = UserspaceDriverInfo(libcuda="/usr/local/nvidia/lib64/libcuda.so.580.159.04", libcuda_version="580.159.04",
+                             libnvidia_ml="/opt/old/lib/libnvidia-ml.so.535.54.03", libnvidia_ml_version="535.54.03",
+                             libnvidia_ml_via="/opt/old/lib",
+                             libnvidia_ml_system="/usr/local/nvidia/lib64/libnvidia-ml.so.580.159.04",
+                             libnvidia_ml_system_version="580.159.04")
+    r = run_libraries(base_facts(s, userspace_driver=Fact.found(ud)))
+    f = next(f for f in r.findings if f.id == "libs.driver-mismatch")
+    assert f.status is Status.FAIL and "/opt/old/lib" in f.detail and "sudo reboot" not in f.fix.commands
+    # (seen on the H200: the first version also dropped libcuda's folder, the driver's own, which was not mismatched)
+    assert f.fix.commands[0] == "export LD_LIBRARY_PATH=/usr/local/nvidia/lib64:/usr/local/nvidia/lib"

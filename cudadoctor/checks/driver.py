@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from cudadoctor.checks.common import driver_view, q, runtime_fix
+from cudadoctor.checks.common import driver_view, ld_without, q, runtime_fix
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.facts.health_types import DeviceNodes
 from cudadoctor.facts.views import nvml_absent
@@ -72,7 +72,6 @@ def nvml_shadowed(ctx: Context, km_ver: str, evidence: dict) -> Optional[Finding
         return None
     env = ctx.fact("env").value
     ldp = (dict(env.vars) if env is not None else {}).get("LD_LIBRARY_PATH", "")
-    rest = ":".join(d for d in ldp.split(":") if d and d != usd.libnvidia_ml_via)
     ev = dict(evidence, **{"libnvidia-ml.so.1 loaded": usd.libnvidia_ml, "from LD_LIBRARY_PATH folder": usd.libnvidia_ml_via,
                            "the driver's copy": usd.libnvidia_ml_system, "kernel module": km_ver})
     other = f"version {usd.libnvidia_ml_version}" if usd.libnvidia_ml_version else "no version in its name"
@@ -84,7 +83,7 @@ def nvml_shadowed(ctx: Context, km_ver: str, evidence: dict) -> Optional[Finding
         f"the loaded driver ({km_ver}, whose copy is {usd.libnvidia_ml_system}). Every NVML user (nvidia-smi, "
         "monitoring, NCCL's topology queries) loads it and fails; rebooting or reloading the driver would not help.",
         Fix(f"Leave {usd.libnvidia_ml_via} out of LD_LIBRARY_PATH (and out of the shell profile or module that sets it):",
-            (f"export LD_LIBRARY_PATH={rest}" if rest else "unset LD_LIBRARY_PATH",
+            (ld_without([d for d in ldp.split(":") if d], {usd.libnvidia_ml_via}),
              "nvidia-smi  # now loads the driver's copy", "ldconfig -p | grep libnvidia-ml  # the driver's copy")),
         ev, "nvidia-smi and NVML")
 

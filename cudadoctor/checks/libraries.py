@@ -17,6 +17,7 @@ WHEELS = {"libcudart": "nvidia-cuda-runtime", "libcublas": "nvidia-cublas", "lib
           "libnvJitLink": "nvidia-nvjitlink", "libcusparse": "nvidia-cusparse", "libcufft": "nvidia-cufft",
           "libcurand": "nvidia-curand", "libcusolver": "nvidia-cusolver", "libcupti": "nvidia-cuda-cupti"}
 DOCS_LOADER = "https://man7.org/linux/man-pages/man8/ld.so.8.html"
+ENV_VIA = "LD_LIBRARY_PATH entry "  # how facts/libs.py says the loader took a copy from LD_LIBRARY_PATH
 
 
 def wheel_for(soname: str, cuda_major: str) -> str:
@@ -158,16 +159,28 @@ def check_libraries(ctx: Context) -> Outcome:
         nvml_v = ud.value.libnvidia_ml_version if ud.value is not None else ""
         bad = [(n, v) for n, v in (("libcuda", user_v), ("libnvidia-ml", nvml_v))
                if v and v.count(".") >= 1 and v != km.value.version]
+        # (session 33) the mismatched copies may come from LD_LIBRARY_PATH folders (an old driver's files kept with a
+        # project): a reboot does not help there, leaving the folders out does
+        via_env = {n: d for n, d in (
+            ("libnvidia-ml", ud.value.libnvidia_ml_via if ud.value is not None else ""),
+            ("libcuda", libcuda.via[len(ENV_VIA):] if libcuda and libcuda.via.startswith(ENV_VIA) else ""))
+            if d and any(n == b for b, _ in bad)}  # only the mismatched ones' folders (the driver's own may be there too)
+        from_env = bool(bad) and all(n in via_env for n, _ in bad)
         if bad:
             findings.append(Finding(
                 "libs.driver-mismatch", Status.FAIL,
                 f"kernel module {km.value.version} ≠ user-space " + ", ".join(f"{n} {v}" for n, v in bad),
-                detail="The loaded kernel module and the driver's user-space libraries come from different driver "
-                       "installs (usually an upgrade without a reboot): NVML says 'Driver/library version "
-                       "mismatch' and cuInit fails.",
-                fix=Fix("Reboot so the new kernel module loads (or reinstall the driver so both match).",
-                        ("cat /proc/driver/nvidia/version", "sudo reboot"),
-                        "https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/"),
+                detail=("The loaded kernel module and the driver's user-space libraries come from different driver "
+                        "installs (usually an upgrade without a reboot): NVML says 'Driver/library version "
+                        "mismatch' and cuInit fails." if not from_env else
+                        "The mismatched copies come from LD_LIBRARY_PATH (" + ", ".join(sorted(set(via_env.values())))
+                        + "), in front of the loaded driver's own: every process with this LD_LIBRARY_PATH loads them. "
+                        "A reboot would not help."),
+                fix=(Fix("Reboot so the new kernel module loads (or reinstall the driver so both match).",
+                         ("cat /proc/driver/nvidia/version", "sudo reboot"),
+                         "https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/") if not from_env else
+                     Fix("Leave those folders out of LD_LIBRARY_PATH:",
+                         (ld_without(info.ld_library_path, set(via_env.values())),), DOCS_LOADER)),
                 evidence={"/proc/driver/nvidia/version": km.value.version, **{n: v for n, v in bad}},
                 affects="every CUDA program"))
 
