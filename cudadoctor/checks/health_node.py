@@ -15,6 +15,7 @@ from cudadoctor.checks.health_common import (
 )
 from cudadoctor.checks.registry import Context, Outcome
 from cudadoctor.facts.driver import lib_version
+from cudadoctor.facts.health import nvml_disagrees
 from cudadoctor.facts.health_types import DeviceNodes
 from cudadoctor.model import FactState, Finding, Fix, Status
 
@@ -48,9 +49,9 @@ def check_driver(ctx: Context) -> Outcome:
             "every CUDA program")])
     init_err = launch.error if launch is not None else None
     user_ver = nvml_ver or cuda_ver
-    mismatch = nvml_err == "NVML_ERROR_LIB_RM_VERSION_MISMATCH" or (
-        init_err is not None and init_err.code == CUDA_SYSTEM_DRIVER_MISMATCH) or any(
-        km_ver and v and v != km_ver for v in (nvml_ver, cuda_ver))
+    mismatch = nvml_disagrees(nv.value, km_ver) or (
+        init_err is not None and init_err.code == CUDA_SYSTEM_DRIVER_MISMATCH) or bool(
+        km_ver and cuda_ver and cuda_ver != km_ver)
     shadow = nvml_shadowed(ctx, km_ver, evidence) if mismatch else None  # its facts are gathered only then
     if shadow is not None:
         return Outcome(f"libnvidia-ml from LD_LIBRARY_PATH is not the driver's {km_ver}", [shadow])

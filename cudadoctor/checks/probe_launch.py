@@ -19,10 +19,11 @@ def _first(text: str) -> str:
 def build_failed(ctx: Context, path: str, error: str, fell_back: str) -> Finding:
     """The toolkit layer: an nvcc that answers --version but cannot build (the GPU was not at fault)."""
     tk = ctx.fact("toolkit").value
-    good = [i for i in (tk.installs if tk is not None else []) if i.version and i.nvcc != path and
-            i.realpath != path and not i.error and i.is_toolkit is not False]
+    installs = tk.installs if tk is not None else []
+    good = [i for i in installs if i.version and i.nvcc != path and i.realpath != path and not i.error and
+            i.is_toolkit is not False]
     cmds = [f"which -a nvcc  # {path} comes first"]
-    me = next((i for i in (tk.installs if tk is not None else []) if i.nvcc == path), None)
+    me = next((i for i in installs if i.nvcc == path), None)
     link_to = me.realpath if me is not None and me.realpath and me.realpath != path and me.is_toolkit else ""
     if link_to:
         # nvcc finds its toolkit (nvcc.profile, include/) beside the path it was called by, not beside the file a link

@@ -94,7 +94,7 @@ def count_finding(ctx: Context) -> Finding:
     n = len(dv.gpus)
     names = ", ".join(f"{g.index}: {g.name}" for g in dv.gpus)
     if n == want:
-        return Finding("topology.gpu-count", Status.OK, f"{n} GPU{'s' if n != 1 else ''}, as expected",
+        return Finding("topology.gpu-count", Status.OK, f"{gpus(n)}, as expected",
                        evidence={"--expect-gpus": want, "GPUs": names})
     return Finding(
         "topology.gpu-count", Status.FAIL, f"expected {gpus(want)}, the driver sees {n}",

@@ -175,6 +175,12 @@ def gather_node_processes(system: System, opts: Options, deps: dict) -> Fact:
     return Fact.found(info, "/proc/*/comm")
 
 
+def nvml_disagrees(nv, km_ver: str) -> bool:
+    """NVML says its library and the kernel module are of different drivers (its own error, or its version)."""
+    return nv is not None and (nv.error == "NVML_ERROR_LIB_RM_VERSION_MISMATCH" or bool(
+        km_ver and nv.driver_version and nv.driver_version != km_ver))
+
+
 #: health's facts, the launch first: it is the longest, everything else runs while it does
 HEALTH_FACTS = ("health_launch", "health_nvml", "kernel_module", "device_nodes", "xid", "node_processes", "platform")
 
@@ -185,10 +191,8 @@ def gather_health(system: System, opts: Options, expect: HealthExpect) -> dict:
         futures = {n: pool.submit(_call, REGISTRY[n], system, opts, {}) for n in HEALTH_FACTS}
         facts = {n: f.result() for n, f in futures.items()}
     facts["health_expect"] = Fact.found(expect, "command line")
-    nv, km = facts["health_nvml"].value, facts["kernel_module"]
-    km_ver = km.value.version if km.ok else ""
-    if nv is not None and (nv.error == "NVML_ERROR_LIB_RM_VERSION_MISMATCH" or (
-            km_ver and nv.driver_version and nv.driver_version != km_ver)):
+    km = facts["kernel_module"]
+    if nvml_disagrees(facts["health_nvml"].value, km.value.version if km.ok else ""):
         # only on a version mismatch, off the healthy path: which libnvidia-ml the loader picks, since a copy first on
         # LD_LIBRARY_PATH is not fixed by the reboot that a mismatch of the driver's own files needs
         for n in ("ldconfig", "userspace_driver", "env"):
