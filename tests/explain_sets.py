@@ -65,6 +65,7 @@ FRESH40 = DATA / "explain_fresh40" / "cases.toml"  # issue 17 round 42's blind s
 FRESH41 = DATA / "explain_fresh41" / "cases.toml"  # issue 17 round 43's blind set (threads nobody had met), committed before scoring
 FRESH42 = DATA / "explain_fresh42" / "cases.toml"  # issue 17 round 44's blind set (threads nobody had met; 30 of 39 out-of-memory), committed before scoring
 FRESH43 = DATA / "explain_fresh43" / "cases.toml"  # issue 17 round 45's blind set (threads nobody had met), committed before scoring
+FRESH44 = DATA / "explain_fresh44" / "cases.toml"  # issue 17 round 46's blind set (threads nobody had met), committed before scoring
 
 SIGS = signatures.load()
 SCANNER = scan.Scanner(SIGS)
