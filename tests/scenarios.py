@@ -10,6 +10,7 @@ from fakes.system import FakeCmd, FakeSystem
 
 from cudadoctor.facts.driver import SMI_QUERY
 from cudadoctor.facts.torch import MARK, PROBE_SCRIPT
+from cudadoctor.facts.triton import probe_argv
 
 DATA = Path(__file__).parent / "data"
 H200 = DATA / "h200"
@@ -88,8 +89,23 @@ def torch_stages(version="2.11.0+cu130", cuda="13.0", available=True, count=1, a
     return "\n".join(out) + "\n"
 
 
+def triton_answer(case: str = "healthy", returncode: int = 0) -> FakeCmd:
+    """The Triton probe's recorded answer on the H200 (s34_triton_<case>.txt: its marked lines were stdout, the rest
+    its stderr)."""
+    lines = (H200 / f"s34_triton_{case}.txt").read_text().splitlines()
+    out = "".join(ln + "\n" for ln in lines if ln.startswith(MARK))
+    err = "".join(ln + "\n" for ln in lines if not ln.startswith(MARK))
+    return FakeCmd(out, err, returncode)
+
+
+def on_triton(fs: FakeSystem, python: str, answer: FakeCmd) -> FakeSystem:
+    for gpu_ops in (True, False):
+        fs.on(probe_argv(fs, python, gpu_ops), answer)
+    return fs
+
+
 def h200(env=None, torch=None, smi=None, smi_csv=None, nvml=None, nvcc=None, proc=True, python=PY,
-         extra_exes=None) -> FakeSystem:
+         extra_exes=None, triton=None) -> FakeSystem:
     """The healthy H200 machine. Pass a FakeCmd (or None to remove) to vary one layer."""
     base_env = {
         "PATH": "/opt/torch/.venv/bin:/usr/local/nvidia/bin:/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:"
@@ -122,6 +138,7 @@ def h200(env=None, torch=None, smi=None, smi_csv=None, nvml=None, nvcc=None, pro
     fs.on([python, "-m", "cudadoctor.system.nvml_probe"], nvml if nvml is not None else FakeCmd(nvml_answer()))
     fs.add_exe(python)
     fs.on([python, PROBE_SCRIPT], torch if torch is not None else FakeCmd(torch_stages(python=python)))
+    on_triton(fs, python, triton if triton is not None else triton_answer())
     if nvcc is not False:
         fs.add_exe(NVCC, nvcc if nvcc is not None else FakeCmd(recorded("nvcc_version.txt")))
     fs.add_exe("/sbin/ldconfig", FakeCmd((H200 / "ldconfig.txt").read_text()))

@@ -40,7 +40,7 @@ def test_version():
 def test_checks_lists_steps_in_order():
     p = run_cli("checks", "--json")
     ids = [s["id"] for s in json.loads(p.stdout)]
-    assert ids[:5] == ["driver", "torch.cuda", "device.capability", "torch.op", "toolkit.nvcc"]
+    assert ids[:6] == ["driver", "torch.cuda", "device.capability", "torch.op", "torch.triton", "toolkit.nvcc"]
 
 
 def test_real_cpu_only_torch_wheel_is_recognised():
@@ -60,8 +60,8 @@ def test_check_json_is_valid_and_versioned():
     assert p.returncode in (0, 1), p.stderr
     rep = json.loads(p.stdout)
     assert rep["schema_version"] == "1.1" and rep["tool"] == "cudadoctor"
-    assert [s["id"] for s in rep["steps"]][:5] == ["driver", "torch.cuda", "device.capability", "torch.op",
-                                                    "toolkit.nvcc"]
+    assert [s["id"] for s in rep["steps"]][:6] == ["driver", "torch.cuda", "device.capability", "torch.op",
+                                                    "torch.triton", "toolkit.nvcc"]
     assert rep["exit_code"] == p.returncode
     for s in rep["steps"]:
         assert s["status"] in ("ok", "warn", "fail", "skip", "error")
