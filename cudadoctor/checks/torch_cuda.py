@@ -216,6 +216,8 @@ def check_torch_cuda(ctx: Context) -> Outcome:
                 ("nvidia-smi  # 'CUDA Version' is the newest CUDA this driver runs",
                  pip_torch(py, torch_base_version(t.version), tag) if tag else f"{q(py)} -m pip install torch"),
                 GET_STARTED), dict(ev, driver=dv.version, driver_cuda=dv.cuda, init_error=t.init_error), "torch")])
+    if RE_INIT_OOM.search(t.init_error or "") and (t.address_space_limit or t.data_limit):
+        return limit_outcome(t, label, py, dict(ev, init_error=t.init_error))
     drv_res = ctx.results.get("driver")
     driver_failed = drv_res is not None and drv_res.status in (Status.FAIL, Status.ERROR)
     if RE_UNKNOWN_ERROR.search(t.init_error or "") and not driver_failed:
@@ -233,6 +235,34 @@ def check_torch_cuda(ctx: Context) -> Outcome:
         Fix("Read torch's reason and explain it:",
             (f"{q(py)} -c 'import torch; torch.cuda.init()'", f"cudadoctor explain {q(t.init_error[:200] or 'is_available False')}")),
         dict(ev, init_error=t.init_error, warnings=t.warnings), "torch")])
+
+
+# CUDA's initialisation out of memory ("Unexpected error from cudaGetDeviceCount() ... Error 2: out of memory"): with
+# an empty GPU, the process's virtual memory limit (seen on an H200 under `ulimit -v 16000000`, session 34)
+RE_INIT_OOM = re.compile(r"out of memory|cuda_error_out_of_memory|error 2\b", re.I)
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB"
+
+
+def limit_outcome(t, label: str, py: str, ev: dict) -> Outcome:
+    """cudaGetDeviceCount()/cuInit fail with 'out of memory' under a limit on the process's virtual memory (ulimit -v,
+    a scheduler's vmem limit) or data size (ulimit -d): CUDA reserves address space for the GPU as it starts. The GPU
+    is not full: `cudadoctor explain` on the message alone would say it is."""
+    lim = [(n, v) for n, v in (("-v", t.address_space_limit), ("-d", t.data_limit)) if v]
+    said = " and ".join(f"ulimit {n} {v // 1024} ({_gib(v)})" for n, v in lim)
+    ev = dict(ev, **{f"ulimit {n}": f"{v // 1024} KiB" for n, v in lim})
+    return Outcome(f"CUDA cannot start under this process's memory limit ({said})", [Finding(
+        "torch.cuda.address-space-limit", Status.FAIL,
+        f"{label}: CUDA initialisation fails with 'out of memory' under a limit on the process's memory: {said}",
+        "CUDA reserves a large range of virtual address space for the GPU as it initialises; a limit set with "
+        "`ulimit -v`/`-d` (a login script, a job scheduler's vmem limit) makes that fail although the GPU is empty. "
+        "nvidia-smi, which does not start CUDA, still works.",
+        Fix("Lift the limit in the shell or job script that starts the program (a hard limit: ask the administrator or the scheduler for none):",
+            ("ulimit -a  # 'virtual memory' and 'data seg size' should say unlimited",
+             "ulimit -v unlimited; ulimit -d unlimited",
+             f"{q(py)} -c 'import torch; print(torch.cuda.is_available())'")), ev, "every CUDA program")])
 
 
 # CUDA_ERROR_UNKNOWN (999) from cuInit while the driver answers: torch says "CUDA unknown error - this may be due to an

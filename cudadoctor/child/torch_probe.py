@@ -296,10 +296,27 @@ def nccl_version(torch):
         return ""
 
 
+def memory_limits():
+    """This process's soft limits on virtual memory (ulimit -v) and data (ulimit -d), in bytes; None = unlimited.
+    CUDA reserves address space as it starts: under a low limit cudaGetDeviceCount() fails with 'out of memory'."""
+    try:
+        import resource
+    except ImportError:  # not Unix
+        return {}
+    out = {}
+    for key, name in (("as", "RLIMIT_AS"), ("data", "RLIMIT_DATA")):
+        try:
+            soft = resource.getrlimit(getattr(resource, name))[0]
+            out[key] = None if soft == resource.RLIM_INFINITY else int(soft)
+        except (AttributeError, ValueError, OSError):
+            pass
+    return out
+
+
 def main():
     do_op = "--no-op" not in sys.argv
     emit("python", executable=sys.executable, version=sys.version.split()[0], prefix=sys.prefix,
-         visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"), pid=os.getpid())
+         visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"), pid=os.getpid(), rlimits=memory_limits())
     torch = import_torch()
     if torch is None:
         emit("done")

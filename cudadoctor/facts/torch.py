@@ -78,6 +78,9 @@ def build_info(stages: list) -> TorchInfo:
             t.prefix = rec.get("prefix") or ""
             t.visible_devices = rec.get("visible_devices")
             t.pid = rec.get("pid") if isinstance(rec.get("pid"), int) else None
+            lim = rec.get("rlimits") if isinstance(rec.get("rlimits"), dict) else {}
+            t.address_space_limit = lim.get("as") if isinstance(lim.get("as"), int) else None
+            t.data_limit = lim.get("data") if isinstance(lim.get("data"), int) else None
         elif s == "import":
             t.installed = bool(rec.get("installed"))
             t.import_error = rec.get("import_error") or ""

@@ -184,6 +184,9 @@ class TorchInfo:
     stage: str = ""  # the last stage the child reached
     visible_devices: Optional[str] = None  # CUDA_VISIBLE_DEVICES as the child saw it
     pid: Optional[int] = None  # the probe child's process id (to tell it from other processes on the GPU)
+    # the child's soft limits in bytes (None: unlimited or not known): ulimit -v (RLIMIT_AS) and ulimit -d (RLIMIT_DATA)
+    address_space_limit: Optional[int] = None
+    data_limit: Optional[int] = None
     # torch.cuda.init() (torch's lazy CUDA initialisation, what a program's first CUDA call runs) raised this,
     # verbatim, although is_available() was True; the probe made no further CUDA call
     first_use_error: str = ""
