@@ -132,7 +132,9 @@ def _failed(ctx: Context, t) -> Finding:
             "kernel (torch.compile, vLLM, flash-attn's Triton kernels) fails until one is found.",
             Fix("Install a C compiler, or point CC at one:", (_install(ctx, "gcc", "gcc"),
                                                                 "export CC=/path/to/gcc")), ev, "torch")
-    if RE_NO_PY_H.search(text) or t.python_h is False:
+    # the C build itself failed (triton hides gcc's output but for stderr): then a missing Python.h is the reason
+    c_build_failed = "CalledProcessError" in text and bool(re.search(r"\.c'|cuda_utils|\bgcc\b|\bclang\b|\bcc\b", text))
+    if RE_NO_PY_H.search(text) or (t.python_h is False and c_build_failed):
         mm = ".".join((t.python_version or "3").split(".")[:2])
         return Finding(
             "torch.triton.no-python-headers", Status.FAIL,
