@@ -68,6 +68,7 @@ FRESH43 = DATA / "explain_fresh43" / "cases.toml"  # issue 17 round 45's blind s
 FRESH44 = DATA / "explain_fresh44" / "cases.toml"  # issue 17 round 46's blind set (threads nobody had met), committed before scoring
 FRESH45 = DATA / "explain_fresh45" / "cases.toml"  # issue 17 round 47's blind set (threads nobody had met), committed before scoring
 FRESH46 = DATA / "explain_fresh46" / "cases.toml"  # issue 17 round 48's blind set (threads nobody had met), committed before scoring
+FRESH47 = DATA / "explain_fresh47" / "cases.toml"  # issue 17 round 49's blind set (threads nobody had met), committed before scoring
 
 SIGS = signatures.load()
 SCANNER = scan.Scanner(SIGS)
