@@ -22,7 +22,7 @@ ERR = ("RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run so
        "NumCudaDevices() that might have already set an error? Error 2: out of memory")
 
 
-def torch_under(limits: dict) -> FakeCmd:
+def torch_under(limits: dict, retry=None) -> FakeCmd:
     out = []
     for line in torch_stages(available=False, count=0, init_error=ERR).splitlines():
         rec = json.loads(line[len(MARK):]) if line.startswith(MARK) else None
@@ -30,18 +30,44 @@ def torch_under(limits: dict) -> FakeCmd:
             rec["rlimits"] = limits
             line = MARK + " " + json.dumps(rec)
         out.append(line)
+        if rec and rec.get("stage") == "cuda" and retry is not None:
+            out.append(MARK + " " + json.dumps(dict(retry, stage="limit_retry")))
     return FakeCmd("\n".join(out) + "\n")
 
 
-def finding(limits: dict):
-    return steps(check(h200(torch=torch_under(limits))))["torch.cuda"].findings[0]
+def finding(limits: dict, retry=None):
+    return steps(check(h200(torch=torch_under(limits, retry))))["torch.cuda"].findings[0]
+
+
+V16 = 16000000 * 1024  # ulimit -v 16000000, as on the H200
+EQUAL = {"made": False, "why": "the hard limits equal the soft ones"}
 
 
 def test_a_virtual_memory_limit_is_named_with_its_value_and_lifted():
-    f = finding({"as": 16000000 * 1024, "data": None})
+    # the H200's case: `ulimit -v` sets the soft and the hard limit, so the probe cannot prove it
+    f = finding({"as": V16, "data": None}, EQUAL)
     assert f.id == "torch.cuda.address-space-limit" and f.status.value == "fail"
-    assert "ulimit -v 16000000 (15.3 GiB)" in f.summary
-    assert "ulimit -v unlimited; ulimit -d unlimited" in f.fix.commands
+    assert "ulimit -v 16000000 (15.3 GiB)" in f.summary and "could not start CUDA without it" in f.detail
+    assert "ulimit -v unlimited" in f.fix.commands and not any("-d" in c for c in f.fix.commands[1:2])
+
+
+def test_a_limit_the_retry_proves_is_said_to_be_proved():
+    f = finding({"as": V16}, {"made": True, "ok": True, "raised": ["RLIMIT_AS"]})
+    assert f.id == "torch.cuda.address-space-limit" and "the limit is the cause" in f.detail
+
+
+def test_a_limit_the_retry_clears_is_not_blamed():
+    assert finding({"as": V16}, {"made": True, "ok": False, "raised": ["RLIMIT_AS"],
+                                 "error": "RuntimeError: ... out of memory"}).id == "torch.cuda.unavailable"
+
+
+def test_a_huge_unproved_limit_is_not_named():
+    assert finding({"as": 2 * 2**40}, EQUAL).id == "torch.cuda.unavailable"
+
+
+def test_a_data_limit_alone_is_lifted_alone():
+    f = finding({"as": None, "data": 8 * 2**30}, EQUAL)
+    assert f.id == "torch.cuda.address-space-limit" and f.fix.commands[1] == "ulimit -d unlimited"
 
 
 def test_without_a_limit_the_same_error_stays_unexplained_here():
@@ -65,3 +91,30 @@ def test_the_probe_reports_its_own_limits():
                        preexec_fn=cap)
     rec = next(json.loads(ln[len(MARK):]) for ln in p.stdout.splitlines() if '"stage": "python"' in ln)
     assert rec["rlimits"]["as"] == lim
+
+
+def test_a_limit_below_the_gpus_memory_warns_when_cuda_starts():
+    # the H200 under ulimit -v 24G: CUDA started, an 8 GiB allocation failed with 139 GiB free
+    stages = []
+    for line in torch_stages().splitlines():
+        if not line.startswith(MARK):
+            continue
+        rec = json.loads(line[len(MARK):])
+        if rec.get("stage") == "python":
+            rec["rlimits"] = {"as": 24 * 2**30}
+        stages.append(MARK + " " + json.dumps(rec))
+    r = steps(check(h200(torch=FakeCmd("\n".join(stages) + "\n"))))["torch.cuda"]
+    assert {f.id: f.status.value for f in r.findings} == {"torch.cuda.ok": "ok", "torch.cuda.memory-limit": "warn"}
+
+
+def test_a_limit_above_the_gpus_memory_is_not_judged():
+    stages = []
+    for line in torch_stages().splitlines():
+        if not line.startswith(MARK):
+            continue
+        rec = json.loads(line[len(MARK):])
+        if rec.get("stage") == "python":
+            rec["rlimits"] = {"as": 256 * 2**30}
+        stages.append(MARK + " " + json.dumps(rec))
+    r = steps(check(h200(torch=FakeCmd("\n".join(stages) + "\n"))))["torch.cuda"]
+    assert [f.id for f in r.findings] == ["torch.cuda.ok"]

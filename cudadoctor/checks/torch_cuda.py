@@ -158,7 +158,8 @@ def check_torch_cuda(ctx: Context) -> Outcome:
         vis = visible_ordinals(t.visible_devices, len(dv.gpus), [g.uuid for g in dv.gpus])
         if vis is not None and dv.gpus and n < len(dv.gpus):
             summary += f" of {len(dv.gpus)} (CUDA_VISIBLE_DEVICES={t.visible_devices})"
-        return Outcome(summary, [Finding("torch.cuda.ok", Status.OK, summary, evidence=ev)])
+        capped = memory_cap(t, py)
+        return Outcome(summary, [Finding("torch.cuda.ok", Status.OK, summary, evidence=ev)] + capped)
 
     # is_available() is False: say why, from the facts
     if t.cpu_only:
@@ -217,7 +218,9 @@ def check_torch_cuda(ctx: Context) -> Outcome:
                  pip_torch(py, torch_base_version(t.version), tag) if tag else f"{q(py)} -m pip install torch"),
                 GET_STARTED), dict(ev, driver=dv.version, driver_cuda=dv.cuda, init_error=t.init_error), "torch")])
     if RE_INIT_OOM.search(t.init_error or "") and (t.address_space_limit or t.data_limit):
-        return limit_outcome(t, label, py, dict(ev, init_error=t.init_error))
+        lim = limit_outcome(t, label, py, dict(ev, init_error=t.init_error))
+        if lim is not None:
+            return lim
     drv_res = ctx.results.get("driver")
     driver_failed = drv_res is not None and drv_res.status in (Status.FAIL, Status.ERROR)
     if RE_UNKNOWN_ERROR.search(t.init_error or "") and not driver_failed:
@@ -246,22 +249,55 @@ def _gib(n: int) -> str:
     return f"{n / 2**30:.1f} GiB"
 
 
-def limit_outcome(t, label: str, py: str, ev: dict) -> Outcome:
+def memory_cap(t, py: str) -> list:
+    """CUDA started, but a virtual memory limit (ulimit -v) below a GPU's memory caps what this process can allocate
+    on it: device memory is mapped into the process's address space. Seen on the H200 (session 34): under
+    `ulimit -v 24G` CUDA started and an 8 GiB allocation failed with 'CUDA out of memory ... 139.12 GiB is free';
+    under 32G it worked."""
+    lim = t.address_space_limit
+    big = max((d.total_memory_mib or 0 for d in t.devices), default=0) * 2**20
+    if not lim or not big or lim >= big:
+        return []
+    return [Finding(
+        "torch.cuda.memory-limit", Status.WARN,
+        f"ulimit -v {lim // 1024} ({_gib(lim)}) caps this process below one GPU's memory ({_gib(big)})",
+        "Device memory is mapped into the process's virtual address space, so allocations fail with 'CUDA out of "
+        "memory' while nvidia-smi shows the GPU free, well before the limit (CUDA and torch take a large part of it).",
+        Fix("Lift the limit in the shell or job script that starts the program:",
+            ("ulimit -v unlimited", f"{q(py)} -c 'import torch; x = torch.empty(2**33, dtype=torch.uint8, device=\"cuda\")'")),
+        {"ulimit -v": f"{lim // 1024} KiB"}, "every CUDA program")]
+
+
+LIMIT_CLAIM = 2**40  # without the retry's proof, a limit of 1 TiB or more is not named as the cause
+
+
+def limit_outcome(t, label: str, py: str, ev: dict):
     """cudaGetDeviceCount()/cuInit fail with 'out of memory' under a limit on the process's virtual memory (ulimit -v,
-    a scheduler's vmem limit) or data size (ulimit -d): CUDA reserves address space for the GPU as it starts. The GPU
-    is not full: `cudadoctor explain` on the message alone would say it is."""
+    a scheduler's vmem limit) or data size (ulimit -d): CUDA reserves address space for the GPU as it starts, and the
+    GPU is not full (`cudadoctor explain` on the message alone would say it is). The probe starts CUDA again with the
+    soft limits raised to the hard ones: working there proves the limit (None: not the cause, or nothing to say)."""
     lim = [(n, v) for n, v in (("-v", t.address_space_limit), ("-d", t.data_limit)) if v]
+    if t.limit_retry_ok is False:
+        return None  # CUDA failed the same way without the soft limits: they are not the cause
+    proved = t.limit_retry_ok is True
+    if not proved and not any(v < LIMIT_CLAIM for _, v in lim):
+        return None
     said = " and ".join(f"ulimit {n} {v // 1024} ({_gib(v)})" for n, v in lim)
-    ev = dict(ev, **{f"ulimit {n}": f"{v // 1024} KiB" for n, v in lim})
+    ev = dict(ev, **{f"ulimit {n}": f"{v // 1024} KiB" for n, v in lim},
+              **({"retry": t.limit_retry} if t.limit_retry else {}))
+    how = ("With the soft limits raised to the hard ones, CUDA started: the limit is the cause. " if proved else
+           "The hard limit equals the soft one, so the probe could not start CUDA without it to prove it; " if
+           "equal" in t.limit_retry else "")
     return Outcome(f"CUDA cannot start under this process's memory limit ({said})", [Finding(
         "torch.cuda.address-space-limit", Status.FAIL,
         f"{label}: CUDA initialisation fails with 'out of memory' under a limit on the process's memory: {said}",
-        "CUDA reserves a large range of virtual address space for the GPU as it initialises; a limit set with "
+        how + "CUDA reserves a large range of virtual address space for the GPU as it initialises; a limit set with "
         "`ulimit -v`/`-d` (a login script, a job scheduler's vmem limit) makes that fail although the GPU is empty. "
         "nvidia-smi, which does not start CUDA, still works.",
-        Fix("Lift the limit in the shell or job script that starts the program (a hard limit: ask the administrator or the scheduler for none):",
+        Fix("Lift the limit in the shell or job script that starts the program (a hard limit: ask the administrator "
+            "or the scheduler for none):",
             ("ulimit -a  # 'virtual memory' and 'data seg size' should say unlimited",
-             "ulimit -v unlimited; ulimit -d unlimited",
+             "; ".join(f"ulimit {n} unlimited" for n, _ in lim),
              f"{q(py)} -c 'import torch; print(torch.cuda.is_available())'")), ev, "every CUDA program")])
 
 

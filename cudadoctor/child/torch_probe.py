@@ -313,6 +313,35 @@ def memory_limits():
     return out
 
 
+def limit_retry():
+    """CUDA's initialisation ran out of memory under a soft memory limit: start CUDA again in a grandchild whose soft
+    limits are raised to the hard ones (any process may; nothing outside it changes). Whether it works there proves
+    or clears the limit as the cause. Hard limits equal to the soft ones cannot be raised: the retry is not made."""
+    lim = memory_limits()
+    if not any(lim.get(k) for k in ("as", "data")):
+        return
+    import resource
+    import subprocess
+
+    raise_to = {}
+    for key, name in (("as", "RLIMIT_AS"), ("data", "RLIMIT_DATA")):
+        soft, hard = resource.getrlimit(getattr(resource, name))
+        if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or hard > soft):
+            raise_to[name] = hard
+    if not raise_to:
+        emit("limit_retry", made=False, why="the hard limits equal the soft ones")
+        return
+    code = ("import resource\n" + "".join("resource.setrlimit(resource.%s, (%d, %d))\n" % (
+        n, h, h) for n, h in raise_to.items()) + "import torch\ntorch.cuda.init()\nprint(torch.cuda.device_count())\n")
+    begin("limit_retry", "starting CUDA again with the soft memory limits raised to the hard ones")
+    try:
+        p = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=90)
+        tail = p.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+        emit("limit_retry", made=True, ok=p.returncode == 0, raised=sorted(raise_to), error=tail[0][:300])
+    except Exception as e:  # noqa: BLE001 - a hang or no interpreter: nothing proved
+        emit("limit_retry", made=True, ok=None, raised=sorted(raise_to), error=err_text(e)[:300])
+
+
 def main():
     do_op = "--no-op" not in sys.argv
     emit("python", executable=sys.executable, version=sys.version.split()[0], prefix=sys.prefix,
@@ -324,6 +353,8 @@ def main():
     v = getattr(torch, "version", None)
     cuda = cuda_stage(torch, bool(getattr(v, "cuda", None)))
     extra = {}
+    if not cuda["available"] and "out of memory" in (cuda.get("init_error") or "").lower():
+        limit_retry()
     if not cuda["available"]:
         try:
             extra["cudnn_version"] = torch.backends.cudnn.version()

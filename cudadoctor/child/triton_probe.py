@@ -13,156 +13,45 @@ marker, flushed at once; a `begin` record before each risky call (see torch_prob
 Stages: python, import, static, run, done.
 """
 
-import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 
-sys.dont_write_bytecode = True  # importing triton_kernel.py must not write next to cudadoctor's files
-MARK = "@@CUDADOCTOR@@"
-
-
-def emit(stage, **data):
-    data["stage"] = stage
-    sys.stdout.write(MARK + " " + json.dumps(data, default=str) + "\n")
-    sys.stdout.flush()
-
-
-def begin(part, doing):
-    emit("begin", part=part, doing=doing)
-
-
-def dist_version(name):
-    try:
-        from importlib.metadata import version
-
-        return str(version(name))
-    except Exception:  # noqa: BLE001 - not installed, or no metadata
-        return ""
-
-
-def torch_wants_triton():
-    """The triton requirement in torch's metadata ('triton==3.6.0', 'pytorch-triton==3.5.0+git...'), '' if none
-    applies here (CPU and Windows wheels, source builds)."""
-    try:
-        from importlib.metadata import requires
-
-        reqs = requires("torch") or []
-    except Exception:  # noqa: BLE001
-        return ""
-    for r in reqs:
-        name = r.split(";")[0].strip()
-        low = name.lower()
-        if not (low.startswith("triton") or low.startswith("pytorch-triton")):
-            continue
-        marker = r.split(";", 1)[1] if ";" in r else ""
-        if "extra ==" in marker or "extra==" in marker:
-            continue
-        if "platform_system" in marker and "Linux" in marker and not sys.platform.startswith("linux"):
-            continue
-        return name.replace(" ", "")
-    return ""
-
-
-def c_compiler():
-    """The C compiler triton's build step picks: $CC, else gcc, else clang on PATH ('' when none)."""
-    cc = os.environ.get("CC")
-    if cc:
-        return {"cc": cc, "from": "CC", "found": bool(shutil.which(cc) or os.path.isfile(cc))}
-    for name in ("gcc", "clang"):
-        p = shutil.which(name)
-        if p:
-            return {"cc": p, "from": "PATH", "found": True}
-    return {"cc": "", "from": "", "found": False}
-
-
-def python_headers():
-    import sysconfig
-
-    try:
-        scheme = sysconfig.get_default_scheme() if hasattr(sysconfig, "get_default_scheme") else None
-        if scheme == "posix_local":  # Debian's scheme; triton reads posix_prefix's include
-            scheme = "posix_prefix"
-        inc = sysconfig.get_paths(scheme=scheme)["include"] if scheme else sysconfig.get_paths()["include"]
-    except Exception:  # noqa: BLE001
-        inc = ""
-    return {"include": inc, "python_h": bool(inc) and os.path.isfile(os.path.join(inc, "Python.h"))}
-
-
-def libcuda_lookup():
-    """Where triton's libcuda_dirs() finds libcuda.so.1: $TRITON_LIBCUDA_PATH, else `/sbin/ldconfig -p`, else
-    the LD_LIBRARY_PATH folders holding it."""
-    out = {"env": os.environ.get("TRITON_LIBCUDA_PATH", ""), "ldconfig": [], "ld_library_path": [],
-           "ldconfig_error": ""}
-    try:
-        p = subprocess.run(["/sbin/ldconfig", "-p"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=15)
-        text = p.stdout.decode("utf-8", "replace")
-        out["ldconfig"] = [ln.split()[-1] for ln in text.splitlines() if "libcuda.so.1" in ln]
-        if p.returncode != 0:
-            out["ldconfig_error"] = "exit %d: %s" % (p.returncode, p.stderr.decode("utf-8", "replace")[:200])
-    except Exception as e:  # noqa: BLE001 - no /sbin/ldconfig (Alpine, NixOS), or it hung
-        out["ldconfig_error"] = "%s: %s" % (type(e).__name__, e)
-    for d in (os.environ.get("LD_LIBRARY_PATH") or "").split(":"):
-        if d and os.path.exists(os.path.join(d, "libcuda.so.1")):
-            out["ld_library_path"].append(d)
-    return out
-
-
-def folder_state(path):
-    """Whether Triton can write its compiled kernels under `path` and load them from there."""
-    probe = path
-    while probe and not os.path.exists(probe):
-        parent = os.path.dirname(probe)
-        if parent == probe:
-            break
-        probe = parent
-    rec = {"path": path, "exists": os.path.isdir(path), "checked": probe, "writable": None, "noexec": None}
-    if probe and os.path.exists(probe):
-        rec["writable"] = os.access(probe, os.W_OK | os.X_OK)
-        try:
-            rec["noexec"] = bool(os.statvfs(probe).f_flag & getattr(os, "ST_NOEXEC", 8))
-        except OSError:
-            pass
-    return rec
-
-
-def user_caches():
-    """The folders the user's own runs compile into: plain Triton's (TRITON_CACHE_DIR, else
-    $TRITON_HOME/.triton/cache) and torch.compile's (TORCHINDUCTOR_CACHE_DIR, else <tmp>/torchinductor_<user>)."""
-    home = os.environ.get("TRITON_HOME") or os.path.expanduser("~")
-    triton_dir = os.environ.get("TRITON_CACHE_DIR") or os.path.join(home, ".triton", "cache")
-    try:
-        import getpass
-
-        user = getpass.getuser()
-    except Exception:  # noqa: BLE001 - no passwd entry (containers with a random uid)
-        user = "unknown"
-    inductor = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or os.path.join(
-        tempfile.gettempdir(), "torchinductor_" + user.replace("\\", "_"))
-    return {"triton": folder_state(triton_dir), "inductor": folder_state(inductor)}
+sys.dont_write_bytecode = True  # importing the sibling modules must not write next to cudadoctor's files
+from torch_probe import MARK, begin, emit  # noqa: E402 - the sibling child's marked records (stdlib only)
+from triton_static import (TRITON_DISTS, c_compiler, dist_version, folder_state, libcuda_lookup,  # noqa: E402
+                           marker_env, python_headers, torch_triton_requirements, usable_folders, user_caches)
 
 
 def fresh_cache(root):
-    """A new folder under `root` (cudadoctor's cache) for this run, '' when it cannot be made. A fresh one each time:
+    """A new folder under `root` (cudadoctor's cache) for this run, and why not ('' when made). A fresh one each time:
     Triton builds its C launcher once per cache, so a warm cache would hide a compiler or Python.h gone since.
     Folders of runs that were killed (a timeout) are removed after an hour."""
     try:
         os.makedirs(root, exist_ok=True)
-        for name in os.listdir(root):
-            p = os.path.join(root, name)
+    except OSError as e:
+        return "", "cudadoctor's cache folder %s cannot be made: %s" % (root, e)
+    for name in os.listdir(root):
+        p = os.path.join(root, name)
+        try:
             if name.startswith("run-") and time.time() - os.path.getmtime(p) > 3600:
                 shutil.rmtree(p, ignore_errors=True)
-        return tempfile.mkdtemp(prefix="run-", dir=root)
-    except OSError:
-        return ""
+        except OSError:  # another run removed it first
+            pass
+    st = folder_state(root)
+    if st["noexec"]:
+        return "", "cudadoctor's cache folder %s is on a file system mounted noexec (set CUDADOCTOR_CACHE_DIR)" % root
+    try:
+        return tempfile.mkdtemp(prefix="run-", dir=root), ""
+    except OSError as e:
+        return "", "cudadoctor's cache folder %s cannot be written: %s" % (root, e)
 
 
-def run_kernel():
+def run_kernel(work):
     begin("run", "compiling and launching a Triton kernel on cuda:0")
-    rec = {"ok": False}
+    rec = {"ok": False, "work": work}
     t0 = time.time()
     try:
         import torch
@@ -209,9 +98,8 @@ def main(argv):
     emit("python", executable=sys.executable, version=sys.version.split()[0], pid=os.getpid())
     begin("import", "import triton")
     t0 = time.time()
-    wants = torch_wants_triton()
-    rec = {"torch_version": dist_version("torch"), "wants": wants,
-           "wants_have": dist_version(wants.split("==")[0]) if "==" in wants else "",
+    rec = {"torch_version": dist_version("torch"), "torch_requires": torch_triton_requirements(),
+           "marker_env": marker_env(), "dists": {d: dist_version(d) for d in TRITON_DISTS},
            "version": dist_version("triton") or dist_version("pytorch-triton")}
     try:
         import triton
@@ -227,15 +115,17 @@ def main(argv):
     emit("import", **rec)
     begin("static", "looking for a C compiler, Python.h and libcuda.so.1")
     emit("static", compiler=c_compiler(), headers=python_headers(), libcuda=libcuda_lookup(),
-         caches=user_caches())
+         caches=user_caches(rec["version"]), usable=usable_folders())
     if rec["installed"] and run and cache:
-        work = fresh_cache(cache)
+        work, why = fresh_cache(cache)
         if work:
             os.environ["TRITON_CACHE_DIR"] = work
-            run_kernel()
+            os.environ["TMPDIR"] = work  # Triton's C build's temporary files too (the user's caches were read above)
+            tempfile.tempdir = None
+            run_kernel(work)
             shutil.rmtree(work, ignore_errors=True)
         else:
-            emit("run", ok=False, skipped="cudadoctor's cache folder %s cannot be written" % cache)
+            emit("run", ok=False, skipped=why)
     emit("done")
     sys.stdout.flush()
     os._exit(0)  # no teardown of CUDA or triton's threads: everything is reported

@@ -36,7 +36,7 @@ NEXT_ACTIVITY = {
 NEXT_PART = {"": "python", "python": "import", "import": "cuda", "cuda": "devices", "devices": "op",
              "init": "devices", "cudnn": "op", "maps": "op", "op": "libs", "conv": "libs", "libs": "exit"}
 #: the stage record that completes each `begin` part
-COMPLETES = {"import": "import", "cuda": "cuda", "init": "init", "devices": "devices", "cudnn": "cudnn",
+COMPLETES = {"limit_retry": "limit_retry", "import": "import", "cuda": "cuda", "init": "init", "devices": "devices", "cudnn": "cudnn",
              "op.ones": "op", "op.matmul": "op", "conv": "conv", "libs": "libs"}
 #: stages that count as the child's progress (records such as "begin" and "maps" do not move it)
 PROGRESS = ("python", "import", "cuda", "init", "devices", "cudnn", "op", "conv", "libs")
@@ -109,6 +109,11 @@ def build_info(stages: list) -> TorchInfo:
                 t.first_use_error_type = rec.get("error_type") or ""
                 t.first_use_error = f"{t.first_use_error_type}: {rec.get('error') or ''}".strip(": ")
             _more_warnings(t, rec)
+        elif s == "limit_retry":
+            t.limit_retry_ok = rec.get("ok") if rec.get("made") and isinstance(rec.get("ok"), bool) else None
+            t.limit_retry = (f"raised {', '.join(rec.get('raised') or [])}" + (f": {rec.get('error')}" if
+                             rec.get("error") and not rec.get("ok") else "")) if rec.get("made") else str(
+                rec.get("why") or "")
         elif s == "devices":
             for d in rec.get("devices") or []:
                 if d.get("error") and not d.get("capability"):

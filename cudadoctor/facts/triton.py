@@ -21,7 +21,26 @@ def _folder(rec) -> CacheFolder | None:
         return None
     return CacheFolder(path=str(rec.get("path") or ""), exists=bool(rec.get("exists")),
                        checked=str(rec.get("checked") or ""), writable=rec.get("writable"),
-                       noexec=rec.get("noexec"))
+                       noexec=rec.get("noexec"), relative=bool(rec.get("relative")), env=str(rec.get("env") or ""),
+                       user_error=str(rec.get("user_error") or ""))
+
+
+def wanted(requires: list, env: dict) -> str:
+    """The requirement torch's metadata names for this interpreter ('triton==3.6.0'), its PEP 508 markers evaluated
+    with the child's values (packaging: a marker it cannot read makes no claim); '' when none applies."""
+    from packaging.markers import InvalidMarker, UndefinedComparison, UndefinedEnvironmentName
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    for raw in requires:
+        try:
+            req = Requirement(raw)
+            if req.marker is not None and not req.marker.evaluate(dict(env or {}, extra="")):
+                continue
+        except (InvalidRequirement, InvalidMarker, UndefinedComparison, UndefinedEnvironmentName):
+            continue
+        pins = [sp.version for sp in req.specifier if sp.operator in ("==", "===")]
+        return f"{req.name}=={pins[0]}" if pins else req.name
+    return ""
 
 
 def build_info(stages: list) -> TritonInfo:
@@ -43,8 +62,16 @@ def build_info(stages: list) -> TritonInfo:
             t.version = str(rec.get("version") or "")
             t.file = str(rec.get("file") or "")
             t.torch_version = str(rec.get("torch_version") or "")
-            t.wants = str(rec.get("wants") or "")
-            t.wants_have = str(rec.get("wants_have") or "")
+            reqs = rec.get("torch_requires")
+            if isinstance(reqs, list):
+                t.torch_requires = [str(r) for r in reqs]
+                t.wants = wanted(t.torch_requires, rec.get("marker_env") or {})
+            else:  # a child of the first version evaluated them itself
+                t.wants = str(rec.get("wants") or "")
+            dists = rec.get("dists") if isinstance(rec.get("dists"), dict) else {}
+            t.dists = {str(k): str(v) for k, v in dists.items() if v}
+            name = t.wants.split("==")[0]
+            t.wants_have = t.dists.get(name, "") if dists else str(rec.get("wants_have") or "")
         elif s == "static":
             cc = rec.get("compiler") or {}
             t.cc, t.cc_from, t.cc_found = str(cc.get("cc") or ""), str(cc.get("from") or ""), bool(cc.get("found"))
@@ -57,11 +84,13 @@ def build_info(stages: list) -> TritonInfo:
             t.ldconfig_error = str(lc.get("ldconfig_error") or "")
             caches = rec.get("caches") or {}
             t.triton_cache, t.inductor_cache = _folder(caches.get("triton")), _folder(caches.get("inductor"))
+            t.usable = [str(x) for x in rec.get("usable") or []]
         elif s == "run":
             t.run = TritonRun(ok=bool(rec.get("ok")), checked=bool(rec.get("checked")), seconds=rec.get("seconds"),
                               device=str(rec.get("device") or ""), capability=str(rec.get("capability") or ""),
                               error_type=str(rec.get("error_type") or ""), error=str(rec.get("error") or ""),
-                              where=str(rec.get("where") or ""), skipped=str(rec.get("skipped") or ""))
+                              where=str(rec.get("where") or ""), skipped=str(rec.get("skipped") or ""),
+                              work=str(rec.get("work") or ""))
         if s in ("python", "import", "static", "run"):
             t.stage = s
     if pending is not None:
@@ -98,6 +127,7 @@ def gather_triton(system: System, opts: Options, deps: dict) -> Fact:
     stages = parse_marked(res.stdout, MARK, key="stage")
     info = build_info(stages)
     info.stderr = (res.stderr or "")[-3000:]
+    info.run_requested = opts.gpu_ops
     done = any(r.get("stage") == "done" for r in stages)
     why = stop_reason(res, "the Triton probe", info.stopped_doing or "starting", "", done, tail=600)
     if why:

@@ -15,6 +15,9 @@ class CacheFolder:
     checked: str = ""  # the folder, or its nearest existing parent, that was tested
     writable: Optional[bool] = None
     noexec: Optional[bool] = None  # on a file system mounted noexec: compiled kernels cannot be loaded
+    relative: bool = False  # given as a relative path: it depends on the working directory
+    env: str = ""  # its variable (TRITON_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR): "set", "empty" (set to ''), or ''
+    user_error: str = ""  # the default Inductor folder is named after the user: getpass.getuser() raised this
 
 
 @dataclass
@@ -28,6 +31,7 @@ class TritonRun:
     error: str = ""  # verbatim
     where: str = ""  # the traceback's last frames
     skipped: str = ""
+    work: str = ""  # the probe's own cache folder for this run (under cudadoctor's cache)
 
 
 @dataclass
@@ -38,7 +42,9 @@ class TritonInfo:
     version: str = ""
     file: str = ""
     torch_version: str = ""
-    wants: str = ""  # torch's requirement: "triton==3.6.0" ('' when torch names none here)
+    wants: str = ""  # torch's requirement that applies here: "triton==3.6.0" ('' when none does)
+    torch_requires: list[str] = field(default_factory=list)  # torch's triton requirements, verbatim, with markers
+    dists: dict = field(default_factory=dict)  # {"triton": "3.6.0", "pytorch-triton": ""}: installed versions
     wants_have: str = ""  # the installed version of the distribution torch names ('' when it is not installed)
     python_version: str = ""
     cc: str = ""  # the C compiler triton's build step would use
@@ -52,6 +58,8 @@ class TritonInfo:
     ldconfig_error: str = ""
     triton_cache: Optional[CacheFolder] = None
     inductor_cache: Optional[CacheFolder] = None
+    usable: list[str] = field(default_factory=list)  # folders where a cache would work (writable, exec allowed)
+    run_requested: bool = True  # False with --no-gpu-ops
     run: Optional[TritonRun] = None
     stderr: str = ""  # the child's stderr, last part: what a failed C build printed (triton hides only stdout)
     stage: str = ""

@@ -187,6 +187,10 @@ class TorchInfo:
     # the child's soft limits in bytes (None: unlimited or not known): ulimit -v (RLIMIT_AS) and ulimit -d (RLIMIT_DATA)
     address_space_limit: Optional[int] = None
     data_limit: Optional[int] = None
+    # CUDA started again with the soft limits raised to the hard ones, after an 'out of memory' at initialisation:
+    # True (it worked: the limit is the cause), False (the limit is not), None (not made or no answer)
+    limit_retry_ok: Optional[bool] = None
+    limit_retry: str = ""  # what was done: "raised RLIMIT_AS", or why no retry was made
     # torch.cuda.init() (torch's lazy CUDA initialisation, what a program's first CUDA call runs) raised this,
     # verbatim, although is_available() was True; the probe made no further CUDA call
     first_use_error: str = ""
