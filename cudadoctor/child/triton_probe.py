@@ -20,7 +20,7 @@ import tempfile
 import time
 
 sys.dont_write_bytecode = True  # importing the sibling modules must not write next to cudadoctor's files
-from torch_probe import MARK, begin, emit  # noqa: E402 - the sibling child's marked records (stdlib only)
+from torch_probe import begin, emit  # noqa: E402 - the sibling child's marked records (stdlib only)
 from triton_static import (TRITON_DISTS, c_compiler, dist_version, folder_state, libcuda_lookup,  # noqa: E402
                            marker_env, python_headers, torch_triton_requirements, usable_folders, user_caches)
 
