@@ -183,3 +183,10 @@ def test_env_command_usage_error(monkeypatch):
 
     res = CliRunner().invoke(app, ["env", "--json", "--markdown"])
     assert res.exit_code == 2
+
+
+def test_triton_and_torch_compile_settings_are_shown_but_secrets_are_not():
+    env = {"TRITON_CACHE_DIR": "/scratch/t", "TRITON_LIBCUDA_PATH": "/usr/lib/wsl/lib",
+           "TORCHINDUCTOR_CACHE_DIR": "/scratch/i", "TRITON_API_KEY": "abc", "OTHER": "x"}
+    assert allowed_env(env) == {"TORCHINDUCTOR_CACHE_DIR": "/scratch/i", "TRITON_CACHE_DIR": "/scratch/t",
+                                "TRITON_LIBCUDA_PATH": "/usr/lib/wsl/lib"}

@@ -36,6 +36,8 @@ ENV_DOCS = {
     "NCCL_*": "NCCL settings (NCCL_P2P_DISABLE, NCCL_SHM_DISABLE, NCCL_IB_DISABLE turn transports off)",
     "CUDA_*": "other CUDA driver/runtime settings",
     "NVIDIA_*": "NVIDIA container runtime settings",
+    "TRITON_*": "Triton settings (TRITON_CACHE_DIR: where kernels are compiled to; TRITON_LIBCUDA_PATH: libcuda's folder)",
+    "TORCHINDUCTOR_*": "torch.compile settings (TORCHINDUCTOR_CACHE_DIR: its cache folder)",
     "TORCH_*": "torch settings",
     "PYTORCH_*": "torch settings",
     "CONDA_PREFIX": "the active conda environment (its lib/ can hold CUDA libraries)",
