@@ -395,3 +395,10 @@ def test_a_slow_import_is_not_called_a_hang():
     hung = FakeCmd(triton_answer("healthy").stdout.split('{"torch_version"')[0].rsplit("\n", 1)[0] + "\n", hang=True)
     r = step(h200(triton=hung))
     assert fids(r) == {"torch.triton.slow": "warn"}
+
+
+def test_a_crash_while_importing_triton_is_a_failure():
+    ans = _edited("healthy", "python", upto="begin:import", stderr="Fatal Python error: Segmentation fault\n",
+                  returncode=-11)
+    r = step(h200(triton=ans))
+    assert fids(r) == {"torch.triton.crashed": "fail"} and "importing triton" in r.findings[0].detail

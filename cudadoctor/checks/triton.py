@@ -136,11 +136,13 @@ def _stopped(ctx: Context, tf, t) -> Outcome:
             Fix("Time it yourself, or give the probe longer:",
                 (f"time {q(py)} -c 'import triton'", "CUDADOCTOR_TIMEOUT_TRITON=300 cudadoctor check --only torch.triton")),
             {}, "torch")])
-    if in_run:
-        return Outcome("a Triton kernel crashed the interpreter", [Finding(
+    importing = doing.startswith("import triton") and "killed by SIG" in (tf.error or "")
+    if in_run or importing:
+        what = "compiling or launching a trivial Triton kernel" if in_run else "importing triton"
+        return Outcome("Triton crashed the interpreter", [Finding(
             "torch.triton.crashed", Status.FAIL, tf.error,
-            "The interpreter died while compiling or launching a trivial Triton kernel; torch.compile and every Triton "
-            "kernel will crash it the same way." + (f" Last words: {tail}" if tail else ""),
+            f"The interpreter died while {what}; torch.compile and every Triton kernel will crash it the same way."
+            + (f" Last words: {tail}" if tail else ""),
             Fix("Reproduce it with a native backtrace:", (repro,)), {"stderr": (t.stderr or "")[-600:]}, "torch")])
     return Outcome("the Triton probe failed", [Finding(
         "torch.triton.probe-failed", Status.WARN, tf.error or "the Triton probe gave no answer",
