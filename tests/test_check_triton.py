@@ -402,3 +402,15 @@ def test_a_crash_while_importing_triton_is_a_failure():
                   returncode=-11)
     r = step(h200(triton=ans))
     assert fids(r) == {"torch.triton.crashed": "fail"} and "importing triton" in r.findings[0].detail
+
+
+def test_an_exclusive_mode_gpu_is_left_to_the_torch_probe():
+    # one process at a time may hold it: the Triton probe does not launch beside the torch probe (its statics stand)
+    from scenarios import nvml_answer
+    fs = h200(nvml=FakeCmd(nvml_answer(gpu={"compute_mode": "Exclusive_Process"})),
+              triton=_edited("noexec", "run", ok=None, checked=None, device=None, capability=None, seconds=None))
+    r = step(fs)
+    got = fids(r)
+    assert got["torch.triton.not-run"] == "skip" and got["torch.triton.cache-noexec"] == "fail"
+    assert "exclusive compute mode" in next(f for f in r.findings if f.id == "torch.triton.not-run").summary
+    assert any("--no-run" in c for c in fs.calls)

@@ -112,11 +112,21 @@ def probe_argv(system: System, python: str, gpu_ops: bool = True) -> list:
     return [python, PROBE_SCRIPT] + (["--cache", probe_cache(system)] if gpu_ops else ["--no-run"])
 
 
-@gatherer("triton", value_type=TritonInfo)
+def exclusive_gpus(deps: dict) -> list:
+    """GPUs in an exclusive compute mode (NVML): one process at a time may hold them, and cudadoctor's torch probe runs
+    beside this one, so its kernel would find the GPU busy (or make the torch probe's op find it busy)."""
+    nv = deps.get("nvml")
+    if nv is None or not nv.ok:
+        return []
+    return [g.index for g in nv.value.gpus if "exclusive" in (g.compute_mode or "").lower()]
+
+
+@gatherer("triton", value_type=TritonInfo, needs=("nvml",))
 def gather_triton(system: System, opts: Options, deps: dict) -> Fact:
     """Run the Triton probe in the target interpreter (a kernel compiled into cudadoctor's cache and launched)."""
     py = opts.python or system.own_python()
-    argv = probe_argv(system, py, opts.gpu_ops)
+    exclusive = exclusive_gpus(deps)
+    argv = probe_argv(system, py, opts.gpu_ops and not exclusive)
     timeout = env_seconds("CUDADOCTOR_TIMEOUT_TRITON", 120.0)
     res = system.wait(system.start(argv), timeout, until=lambda out: said_last(out, MARK))
     src = f"{py} {os.path.basename(PROBE_SCRIPT)}"
@@ -128,6 +138,9 @@ def gather_triton(system: System, opts: Options, deps: dict) -> Fact:
     info = build_info(stages)
     info.stderr = (res.stderr or "")[-3000:]
     info.run_requested = opts.gpu_ops
+    if opts.gpu_ops and exclusive:
+        info.run = TritonRun(skipped=f"not run: GPU {', '.join(map(str, exclusive))} is in an exclusive compute mode, "
+                                     "held by cudadoctor's torch probe meanwhile")
     done = any(r.get("stage") == "done" for r in stages)
     why = stop_reason(res, "the Triton probe", info.stopped_doing or "starting", "", done, tail=600)
     if why:
