@@ -9,21 +9,18 @@ What the kernel's failure says decides the cause (triton_failures.py); the stati
 
 from __future__ import annotations
 
-from cudadoctor.checks.common import q
+from cudadoctor.checks.common import major_minor, q
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.checks.triton_failures import DOCS, failed, first_line, gpu_findings, pip, py_of
 from cudadoctor.model import FactState, Finding, Fix, Status
-
-
-def _minor(version: str) -> tuple:
-    return tuple(version.split("+")[0].split(".")[:2])
 
 
 def _same_release(have: str, want: str) -> bool:
     """3.6.0 and 3.6.1 are one release line; a nightly (+git...) must be the very build torch names."""
     if "+" in want or "+" in have:
         return have == want
-    return _minor(have) == _minor(want)
+    line = major_minor(have)
+    return line is not None and line == major_minor(want)
 
 
 def version_findings(ctx: Context, t) -> list:
@@ -119,7 +116,7 @@ def _stopped(ctx: Context, tf, t) -> Outcome:
     """The probe hung or died: where decides the finding (the kernel's compile or launch, or only importing)."""
     doing = (t.stopped_doing if t is not None else "") or "starting"
     in_run = "kernel" in doing
-    tail = first_line((t.stderr if t is not None else "")[-400:]) if t is not None else ""
+    tail = first_line(t.stderr[-400:]) if t is not None else ""
     py = py_of(ctx, t)
     repro = (f"TRITON_DEBUG=1 timeout 300 {q(py)} -X faulthandler -c 'import torch; "
              "torch.compile(lambda x: x + 1)(torch.ones(8, device=\"cuda\"))'")
@@ -169,7 +166,7 @@ def _not_installed(ctx: Context, t) -> Outcome:
         "torch.triton.none", Status.SKIP, f"no triton, and torch {t.torch_version} does not require one here")])
 
 
-@step("torch.triton", "Triton (torch.compile's GPU compiler)", 45, facts=("triton", "torch", "platform", "nvml"),
+@step("torch.triton", "Triton (torch.compile's GPU compiler)", 45, facts=("triton", "torch", "platform"),
       requires=("torch.cuda",))
 def check_triton(ctx: Context) -> Outcome:
     """A Triton kernel compiled and launched; triton's version against torch's; the user's kernel caches."""

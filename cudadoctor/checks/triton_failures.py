@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 
-from cudadoctor.checks.common import q
+from cudadoctor.checks.common import major_minor, q
 from cudadoctor.model import Finding, Fix, Status
 
 DOCS = "https://triton-lang.org/main/getting-started/installation.html"
@@ -21,7 +21,6 @@ RE_PY_INCLUDE = re.compile(r"-I(/\S*?python3\.\d+\w*)['\s,]")
 RE_LIBCUDA = re.compile(r"libcuda\.so cannot found", re.I)
 RE_MAP = re.compile(r"failed to map segment from shared object", re.I)
 RE_DENIED = re.compile(r"Permission denied: '([^']+)'")
-RE_BUSY = re.compile(r"busy or unavailable", re.I)  # cudaErrorDevicesUnavailable: an exclusive-mode GPU in use
 # torch.compile refuses these before Triton runs ("Found ... which is too old to be supported by the triton GPU
 # compiler ... Triton only supports devices of CUDA Capability >= 7.0": torch/_inductor/scheduler.py); not reproduced
 # here (the H200 is 9.0)
@@ -65,8 +64,8 @@ def _install(ctx, deb: str, rpm: str) -> tuple:
 
 
 def major(capability: str):
-    head = (capability or "").split(".")[0]
-    return int(head) if head.isdigit() else None
+    mm = major_minor(capability)
+    return mm[0] if mm is not None else None
 
 
 def libcuda_dir(ctx, t) -> str:
@@ -175,12 +174,6 @@ def failed(ctx, t) -> Finding:
     err, where = r.error or "", r.where or ""
     text = err + "\n" + where + "\n" + (t.stderr or "")  # a failed C build prints its reason on stderr only
     ev = {"error": f"{r.error_type}: {first_line(err)}" if r.error_type else first_line(err), "triton": t.version}
-    nv = ctx.fact("nvml").value
-    if RE_BUSY.search(text) and nv is not None and any("exclusive" in (g.compute_mode or "").lower() for g in nv.gpus):
-        # cudadoctor's torch probe holds the exclusive-mode GPU at the same time: not the user's Triton's failure
-        return Finding("torch.triton.not-run", Status.SKIP,
-                       "the kernel could not run: the GPU is in exclusive compute mode and cudadoctor's torch probe "
-                       "held it", evidence=ev)
     cc_named = t.cc and re.search(r"No such file or directory: '" + re.escape(t.cc) + "'", text)
     if RE_NO_CC.search(text) or cc_named:
         missing = f"CC={t.cc} is not found" if t.cc_from == "CC" else "no $CC, no gcc or clang on PATH"

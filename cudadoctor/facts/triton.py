@@ -6,12 +6,12 @@ import os
 
 from cudadoctor.child.records import parse_marked, said_last, stop_reason
 from cudadoctor.facts.registry import Options, gatherer
+from cudadoctor.facts.torch import MARK  # the Triton child writes its records with torch_probe's emit
 from cudadoctor.facts.triton_types import CacheFolder, TritonInfo, TritonRun
 from cudadoctor.model import Fact
 from cudadoctor.settings import env_seconds
 from cudadoctor.system.base import System
 
-MARK = "@@CUDADOCTOR@@"
 PROBE_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(__file__)), "child", "triton_probe.py")
 CACHE_SUBDIR = "triton"  # under cudadoctor's cache: the probe's kernels never land in the user's caches
 
@@ -63,15 +63,11 @@ def build_info(stages: list) -> TritonInfo:
             t.file = str(rec.get("file") or "")
             t.torch_version = str(rec.get("torch_version") or "")
             reqs = rec.get("torch_requires")
-            if isinstance(reqs, list):
-                t.torch_requires = [str(r) for r in reqs]
-                t.wants = wanted(t.torch_requires, rec.get("marker_env") or {})
-            else:  # a child of the first version evaluated them itself
-                t.wants = str(rec.get("wants") or "")
+            t.torch_requires = [str(r) for r in reqs] if isinstance(reqs, list) else []
+            t.wants = wanted(t.torch_requires, rec.get("marker_env") or {})
             dists = rec.get("dists") if isinstance(rec.get("dists"), dict) else {}
             t.dists = {str(k): str(v) for k, v in dists.items() if v}
-            name = t.wants.split("==")[0]
-            t.wants_have = t.dists.get(name, "") if dists else str(rec.get("wants_have") or "")
+            t.wants_have = t.dists.get(t.wants.split("==")[0], "")
         elif s == "static":
             cc = rec.get("compiler") or {}
             t.cc, t.cc_from, t.cc_found = str(cc.get("cc") or ""), str(cc.get("from") or ""), bool(cc.get("found"))
