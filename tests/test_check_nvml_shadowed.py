@@ -57,3 +57,15 @@ def test_a_real_mismatch_with_the_drivers_own_copy_is_still_a_reboot():
                  "NVML_ERROR_LIB_RM_VERSION_MISMATCH", ldp="/usr/local/nvidia/lib64:/usr/local/nvidia/lib")
     f = driver_finding(fs)
     assert f.id == "driver.version-mismatch" and "sudo reboot" in f.fix.commands
+
+
+def test_the_whole_checklist_names_a_shadowed_nvml_once():
+    # (session 33's H200 run, s33_nvml_shadow_old_check_full.txt: the driver step and the libraries step both failed on
+    # the one copy, with the same fix: two problems for one fault) the driver step names it; the libraries step,
+    # later, leaves libnvidia-ml out of its kernel-module comparison when the driver step already did
+    sts = steps(check(machine(OLD, "NVML_ERROR_LIB_RM_VERSION_MISMATCH")))
+    assert [f.id for f in sts["driver"].findings if f.status.value == "fail"] == ["driver.nvml-shadowed"]
+    assert "libs.driver-mismatch" not in [f.id for f in sts["libraries"].findings]
+    # without the driver step (--skip driver) the libraries step still names it
+    alone = steps(check(machine(OLD, "NVML_ERROR_LIB_RM_VERSION_MISMATCH"), skip=["driver"]))
+    assert "libs.driver-mismatch" in [f.id for f in alone["libraries"].findings]

@@ -47,6 +47,13 @@ def _python(ctx: Context) -> str:
     return (t.value.python if t.value is not None and t.value.python else "python")
 
 
+def driver_named_nvml_shadow(ctx: Context) -> bool:
+    """True when the driver step (earlier in the checklist) already failed on a libnvidia-ml from LD_LIBRARY_PATH
+    that is not the loaded driver's (driver.nvml-shadowed)."""
+    res = ctx.results.get("driver")
+    return res is not None and any(f.id == "driver.nvml-shadowed" for f in res.findings)
+
+
 @step("libraries", "libraries loaded", order=60,
       facts=("libs", "torch", "kernel_module", "userspace_driver", "platform", "ldconfig"))
 def check_libraries(ctx: Context) -> Outcome:
@@ -159,6 +166,8 @@ def check_libraries(ctx: Context) -> Outcome:
         nvml_v = ud.value.libnvidia_ml_version if ud.value is not None else ""
         bad = [(n, v) for n, v in (("libcuda", user_v), ("libnvidia-ml", nvml_v))
                if v and v.count(".") >= 1 and v != km.value.version]
+        if driver_named_nvml_shadow(ctx):  # one fault, one problem: the driver step names it, with the same fix
+            bad = [(n, v) for n, v in bad if n != "libnvidia-ml"]
         # (session 33) the mismatched copies may come from LD_LIBRARY_PATH folders (an old driver's files kept with a
         # project): a reboot does not help there, leaving the folders out does
         via_env = {n: d for n, d in (
