@@ -72,6 +72,7 @@ FRESH47 = DATA / "explain_fresh47" / "cases.toml"  # issue 17 round 49's blind s
 FRESH48 = DATA / "explain_fresh48" / "cases.toml"  # issue 17 round 50's blind set (threads nobody had met; small), committed before scoring
 FRESH49 = DATA / "explain_fresh49" / "cases.toml"  # issue 17 round 51's blind set (threads nobody had met), committed before scoring
 FRESH50 = DATA / "explain_fresh50" / "cases.toml"  # issue 17 round 52's blind set (threads nobody had met), committed before scoring
+FRESH51 = DATA / "explain_fresh51" / "cases.toml"  # issue 17 round 53's blind set (threads nobody had met), committed before scoring
 
 SIGS = signatures.load()
 SCANNER = scan.Scanner(SIGS)
