@@ -414,3 +414,14 @@ def test_an_exclusive_mode_gpu_is_left_to_the_torch_probe():
     assert got["torch.triton.not-run"] == "skip" and got["torch.triton.cache-noexec"] == "fail"
     assert "exclusive compute mode" in next(f for f in r.findings if f.id == "torch.triton.not-run").summary
     assert any("--no-run" in c for c in fs.calls)
+
+
+def test_a_kernel_that_fails_under_forced_ptx_jit_names_the_variable():
+    # (session 35, the H200 under CUDA_FORCE_PTX_JIT=1: "a Triton kernel failed: CUDA error: no kernel image is
+    # available for execution on the device"; Triton loads SASS only, which the variable makes CUDA ignore)
+    ans = _edited("healthy", "run", ok=False, checked=False, error_type="RuntimeError",
+                  error="CUDA error: no kernel image is available for execution on the device")
+    f = step(h200(env={"CUDA_FORCE_PTX_JIT": "1"}, triton=ans)).findings[0]
+    assert f.id == "torch.triton.kernel-failed" and f.fix.commands[0] == "unset CUDA_FORCE_PTX_JIT"
+    f = step(h200(triton=ans)).findings[0]
+    assert f.id == "torch.triton.kernel-failed" and f.fix.commands[0].startswith("cudadoctor explain ")

@@ -6,6 +6,7 @@ import os
 import re
 
 from cudadoctor.checks.common import driver_view, major_minor, q, visible_ordinals, ld_without
+from cudadoctor.checks.env_cuda_driver import cuda_driver_findings, device_order_invalid
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.compat import Arch, ptx_jits_on, sass_runs_on
 from cudadoctor.model import Finding, Fix, Status
@@ -188,13 +189,9 @@ def check_environment(ctx: Context) -> Outcome:
     if "CUDA_VISIBLE_DEVICES" in env:
         findings.append(visible_devices_finding(ctx, env["CUDA_VISIBLE_DEVICES"]))
     order = env.get("CUDA_DEVICE_ORDER")
-    if order is not None and order not in ("FASTEST_FIRST", "PCI_BUS_ID"):
-        findings.append(Finding("env.cuda-device-order", Status.WARN,
-                                f"CUDA_DEVICE_ORDER={order} is not a valid value (ignored)",
-                                fix=Fix("Use PCI_BUS_ID to match nvidia-smi's numbering.",
-                                        ("export CUDA_DEVICE_ORDER=PCI_BUS_ID",), DOCS_ENV),
-                                evidence={"CUDA_DEVICE_ORDER": order}))
-    elif len({g.name for g in dv.gpus}) > 1 and order != "PCI_BUS_ID":
+    # (session 35, H200) an invalid CUDA_DEVICE_ORDER stops CUDA (it was called "ignored" here); CUDA_FORCE_PTX_JIT=1
+    findings.extend(cuda_driver_findings(env))
+    if not device_order_invalid(env) and len({g.name for g in dv.gpus}) > 1 and order != "PCI_BUS_ID":
         findings.append(Finding("env.cuda-device-order", Status.WARN,
                                 "GPUs of different models: CUDA's ordinals may differ from nvidia-smi's",
                                 detail="CUDA numbers the fastest GPU first; nvidia-smi numbers by PCI bus.",

@@ -6,6 +6,14 @@ from __future__ import annotations
 import os
 
 from cudadoctor.checks.driver import HANG_FIX
+from cudadoctor.checks.common import ld_without
+from cudadoctor.checks.env_cuda_driver import (
+    device_order_fix,
+    device_order_invalid,
+    env_vars,
+    forced_ptx_jit,
+    forced_ptx_jit_failure,
+)
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.compat import NATIVE
 from cudadoctor.model import FactState, Finding, Fix, Status
@@ -49,7 +57,22 @@ def build_failed(ctx: Context, path: str, error: str, fell_back: str) -> Finding
         evidence={"nvcc": path, "error": error}, affects="nvcc")
 
 
-@step("probe.launch", "driver-API kernel probe", 92, facts=("probe_launch", "toolkit"), requires=("driver",))
+def start_failure_fix(ctx: Context, error: str) -> Fix:
+    """The probe's fix when CUDA did not start: the variable or library named where this machine's facts show it (seen
+    on the H200, session 35: a stub libcuda first on LD_LIBRARY_PATH, an invalid CUDA_DEVICE_ORDER), else the probe."""
+    env = env_vars(ctx)
+    ldp = [e for e in env.get("LD_LIBRARY_PATH", "").split(":") if e]
+    stubs = {e for e in ldp if "stubs" in e.split("/")}
+    if "STUB_LIBRARY" in error and stubs:
+        return Fix("CUDA loaded the toolkit's stub libcuda: take the stubs folder out of LD_LIBRARY_PATH:",
+                   (ld_without(ldp, stubs), "cudadoctor probe"))
+    if "INVALID_DEVICE" in error and device_order_invalid(env):
+        f = device_order_fix(env["CUDA_DEVICE_ORDER"])
+        return Fix(f.text, f.commands + ("cudadoctor probe",), f.docs)
+    return Fix("Run the full probe to see each stage:", ("cudadoctor probe",))
+
+
+@step("probe.launch", "driver-API kernel probe", 92, facts=("probe_launch", "toolkit", "env"), requires=("driver",))
 def check_probe_launch(ctx: Context) -> Outcome:
     """Build and launch the minimal kernel natively and for a foreign arch through the driver API."""
     fact = ctx.fact("probe_launch")
@@ -73,7 +96,7 @@ def check_probe_launch(ctx: Context) -> Outcome:
     if info is None or fact.state == FactState.FAILED:
         return Outcome("probe failed", [Finding(
             "probe.launch.failed", Status.WARN, f"The driver-API probe could not launch a kernel: {fact.error}",
-            fix=Fix("Run the full probe to see each stage:", ("cudadoctor probe",)),
+            fix=start_failure_fix(ctx, fact.error or ""),
             evidence={"source": fact.source})])
     rows = {r.get("name"): r for r in info.rows}
     native = rows.get("native")
@@ -85,16 +108,22 @@ def check_probe_launch(ctx: Context) -> Outcome:
         if not info.nvcc_failure:  # built with nothing else: the compiler failed, nothing was launched
             findings.append(build_failed(ctx, info.compiler_path or info.compiler, native["build_error"], ""))
         return Outcome(f"build failed: {_first(native['build_error'])[:80]}; launch not tested", findings)
+    forced = forced_ptx_jit(env_vars(ctx))  # (session 35, H200) the driver ignores SASS: the predictions do not hold
     if native is None or native.get("driver_api") != NATIVE:
         err = (native or {}).get("driver_error") or (native or {}).get("build_error") or info.launch_error
-        findings.append(Finding(
-            "probe.launch.native-failed", Status.FAIL,
-            f"cudadoctor's own sm_{info.cc.replace('.', '')} kernel did not run through the CUDA driver API: {err}",
-            detail="The driver or the GPU cannot run a kernel built for it, independently of torch.",
-            fix=Fix("Look at the driver layer first:", ("nvidia-smi", "cudadoctor probe")),
-            evidence={"row": native}))
+        if forced:
+            findings.append(forced_ptx_jit_failure(
+                "probe.launch.native-failed", f"cudadoctor's own sm_{info.cc.replace('.', '')} kernel (SASS only)",
+                err or "?", {"row": native}))
+        else:
+            findings.append(Finding(
+                "probe.launch.native-failed", Status.FAIL,
+                f"cudadoctor's own sm_{info.cc.replace('.', '')} kernel did not run through the CUDA driver API: {err}",
+                detail="The driver or the GPU cannot run a kernel built for it, independently of torch.",
+                fix=Fix("Look at the driver layer first:", ("nvidia-smi", "cudadoctor probe")),
+                evidence={"row": native}))
     for r in info.rows:
-        if r.get("match") is False:
+        if r.get("match") is False and not forced:
             findings.append(Finding(
                 "probe.launch.mismatch", Status.WARN,
                 f"build {r.get('name')} ({' '.join(r.get('sass', []) + r.get('ptx', []))}): the rule predicted "

@@ -16,6 +16,7 @@ from cudadoctor.checks.common import (
 from cudadoctor.checks.env_pointer import with_working_env
 from cudadoctor.checks.libraries import WHEELS, wheel_for
 from cudadoctor.checks.registry import Context, Outcome, step
+from cudadoctor.checks.torch_init_causes import init_cause
 from cudadoctor.facts.health_types import DeviceNodes
 from cudadoctor.facts.libs import family_of
 from cudadoctor.model import FactState, Finding, Fix, Status
@@ -80,7 +81,7 @@ def wheel_of(soname: str, t) -> str:
 
 
 @step("torch.cuda", "torch sees CUDA", 20, facts=("torch", "nvidia_smi", "nvml", "kernel_module", "platform",
-                                                  "other_envs", "device_nodes"))
+                                                  "other_envs", "device_nodes", "env"))
 def check_torch_cuda(ctx: Context) -> Outcome:
     """torch in the target interpreter: installed, CUDA build, is_available(), device_count(); why not."""
     tf = ctx.fact("torch")
@@ -223,6 +224,9 @@ def check_torch_cuda(ctx: Context) -> Outcome:
             return lim
     drv_res = ctx.results.get("driver")
     driver_failed = drv_res is not None and drv_res.status in (Status.FAIL, Status.ERROR)
+    named = None if driver_failed else init_cause(ctx, label, py, ev, t.init_error or "")
+    if named is not None:
+        return named
     if RE_UNKNOWN_ERROR.search(t.init_error or "") and not driver_failed:
         return uvm_outcome(ctx, label, py, dict(ev, init_error=t.init_error))
     if driver_failed:  # the driver step named the cause below torch

@@ -10,6 +10,7 @@ import re
 from cudadoctor.checks.common import q
 from cudadoctor.checks.environment import check_alloc_conf
 from cudadoctor.checks.holders import holders_fix, is_full, memory_line, nvml_gpu, op_gpu, others_on
+from cudadoctor.checks.env_cuda_driver import env_vars, forced_ptx_jit, forced_ptx_jit_failure
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.model import FactState, Finding, Fix, Status
 
@@ -179,6 +180,9 @@ def check_torch_op(ctx: Context) -> Outcome:
             op.part, "torch.ones(1).cuda() / matmul")
         if RE_OOM.search(op.error or "") or RE_BUSY.search(op.error or ""):
             return _held(ctx, t, op.error, call, ev)
+        if forced_ptx_jit(env_vars(ctx)):  # (session 35, H200) torch's kernels and cuBLAS fail under it
+            return Outcome(f"failed under CUDA_FORCE_PTX_JIT=1: {first[:70]}",
+                           [forced_ptx_jit_failure("torch.op.failed", call, first, ev, py)])
         nki = "no kernel image" in (op.error or "")
         return Outcome(f"failed: {first[:90]}", [Finding(
             "torch.op.failed", Status.FAIL, f"{call} failed: {first}",

@@ -166,7 +166,7 @@ def _not_installed(ctx: Context, t) -> Outcome:
         "torch.triton.none", Status.SKIP, f"no triton, and torch {t.torch_version} does not require one here")])
 
 
-@step("torch.triton", "Triton (torch.compile's GPU compiler)", 45, facts=("triton", "torch", "platform"),
+@step("torch.triton", "Triton (torch.compile's GPU compiler)", 45, facts=("triton", "torch", "platform", "env"),
       requires=("torch.cuda",))
 def check_triton(ctx: Context) -> Outcome:
     """A Triton kernel compiled and launched; triton's version against torch's; the user's kernel caches."""

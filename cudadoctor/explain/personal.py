@@ -443,6 +443,10 @@ def _visible(match, facts, m, out: Personal) -> None:
         out.notes.append(f"{len(gs)} GPU(s) on this machine: valid device indices are 0..{len(gs) - 1}")
     if cvd is not None:
         out.commands.append("unset CUDA_VISIBLE_DEVICES")
+    order = envs.get("CUDA_DEVICE_ORDER")
+    if order is not None and order not in ("FASTEST_FIRST", "PCI_BUS_ID"):  # CUDA does not start (101)
+        out.notes.append(f"CUDA_DEVICE_ORDER={order!r} in this shell: not FASTEST_FIRST or PCI_BUS_ID, so CUDA does not start")
+        out.commands.append("unset CUDA_DEVICE_ORDER")
 
 
 def _driver_stack(match, facts, m, out: Personal) -> None:

@@ -78,6 +78,24 @@ def version_str(v: int) -> str:
     return f"{v // 1000}.{(v % 1000) // 10}"
 
 
+# cuda.h's names and texts for the codes a failing start gives, for a libcuda that cannot name them itself: the toolkit's
+# stub libcuda answers every call, cuGetErrorName included, with 34 (seen on an H200, session 35: "CUDA_ERROR_34:
+# unknown error")
+KNOWN_ERRORS = {
+    3: ("CUDA_ERROR_NOT_INITIALIZED", "initialization error"),
+    34: ("CUDA_ERROR_STUB_LIBRARY", "CUDA driver is a stub library"),
+    35: ("CUDA_ERROR_INSUFFICIENT_DRIVER", "CUDA driver version is insufficient for CUDA runtime version"),
+    46: ("CUDA_ERROR_DEVICE_UNAVAILABLE", "CUDA-capable device(s) is/are busy or unavailable"),
+    100: ("CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"),
+    101: ("CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"),
+    209: ("CUDA_ERROR_NO_BINARY_FOR_GPU", "no kernel image is available for execution on the device"),
+    222: ("CUDA_ERROR_UNSUPPORTED_PTX_VERSION", "the provided PTX was compiled with an unsupported toolchain."),
+    802: ("CUDA_ERROR_SYSTEM_NOT_READY", "system not yet initialized"),
+    804: ("CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE", "forward compatibility was attempted on non supported HW"),
+    999: ("CUDA_ERROR_UNKNOWN", "unknown error"),
+}
+
+
 class Driver:
     def __init__(self, path: str = LIBCUDA):
         try:
@@ -92,13 +110,13 @@ class Driver:
         p = ctypes.c_char_p()
         if self._fn("cuGetErrorName")(ctypes.c_int(code), ctypes.byref(p)) == 0 and p.value:
             return p.value.decode()
-        return f"CUDA_ERROR_{code}"
+        return KNOWN_ERRORS.get(code, (f"CUDA_ERROR_{code}",))[0]
 
     def error_string(self, code: int) -> str:
         p = ctypes.c_char_p()
         if self._fn("cuGetErrorString")(ctypes.c_int(code), ctypes.byref(p)) == 0 and p.value:
             return p.value.decode()
-        return "unknown error"
+        return KNOWN_ERRORS[code][1] if code in KNOWN_ERRORS else "unknown error"
 
     def _fn(self, name: str):
         try:

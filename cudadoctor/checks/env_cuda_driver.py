@@ -1,0 +1,82 @@
+"""Variables the CUDA driver itself reads as it starts (CUDA_DEVICE_ORDER, CUDA_FORCE_PTX_JIT): their values as CUDA
+really treats them, seen on an H200 (driver 580.159.04, torch 2.11.0+cu130, session 35):
+
+- CUDA_DEVICE_ORDER: only FASTEST_FIRST and PCI_BUS_ID, exactly. Anything else, lower case, a trailing space or an
+  empty value included, and CUDA does not start: cudaGetDeviceCount() returns 101 (invalid device ordinal), so
+  torch.cuda.is_available() is False.
+- CUDA_FORCE_PTX_JIT: only "1" (not 2, true, yes or empty): the driver ignores every compiled kernel (SASS) and
+  JIT-compiles PTX, so code that ships no PTX this GPU can JIT fails with "no kernel image is available" (torch's own
+  elementwise ops, Triton's kernels) or CUBLAS_STATUS_INTERNAL_ERROR at cublasCreate.
+"""
+
+from __future__ import annotations
+
+from cudadoctor.checks.common import q
+from cudadoctor.model import Finding, Fix, Status
+
+DOCS_ENV = "https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#env-vars"
+DEVICE_ORDERS = ("FASTEST_FIRST", "PCI_BUS_ID")
+FORCE_PTX_JIT = "CUDA_FORCE_PTX_JIT"
+
+
+def env_vars(ctx) -> dict:
+    f = ctx.fact("env")
+    return dict(f.value.vars) if f.value is not None else {}
+
+
+def device_order_invalid(env: dict) -> bool:
+    return "CUDA_DEVICE_ORDER" in env and env["CUDA_DEVICE_ORDER"] not in DEVICE_ORDERS
+
+
+def device_order_fix(value: str) -> Fix:
+    near = value.strip().upper()
+    cmds = (f"export CUDA_DEVICE_ORDER={near}",) if near in DEVICE_ORDERS else (
+        "unset CUDA_DEVICE_ORDER  # FASTEST_FIRST, CUDA's default", "export CUDA_DEVICE_ORDER=PCI_BUS_ID  # nvidia-smi's order")
+    return Fix("Set it to FASTEST_FIRST or PCI_BUS_ID exactly (upper case, no spaces), or unset it:", cmds, DOCS_ENV)
+
+
+def device_order_finding(value: str) -> Finding:
+    return Finding(
+        "env.cuda-device-order", Status.FAIL,
+        f"CUDA_DEVICE_ORDER={value!r} is not FASTEST_FIRST or PCI_BUS_ID: CUDA does not start (error 101)",
+        detail="CUDA accepts only the two values, exactly; with any other (lower case, an empty value or a trailing "
+               "space too) cudaGetDeviceCount() fails with 101, 'invalid device ordinal', and torch.cuda.is_available() "
+               "is False (seen on an H200, driver 580).",
+        fix=device_order_fix(value), evidence={"CUDA_DEVICE_ORDER": value}, affects="every CUDA program")
+
+
+def forced_ptx_jit(env: dict) -> bool:
+    return env.get(FORCE_PTX_JIT) == "1"
+
+
+FORCE_PTX_JIT_FIX = Fix("Unset it (it is meant for testing PTX, not for running):", (f"unset {FORCE_PTX_JIT}",), DOCS_ENV)
+
+
+def force_ptx_jit_finding() -> Finding:
+    return Finding(
+        "env.cuda-force-ptx-jit", Status.FAIL,
+        "CUDA_FORCE_PTX_JIT=1: CUDA ignores every compiled kernel and JIT-compiles PTX instead",
+        detail="Code that ships no PTX this GPU can JIT-compile fails: torch's own kernels and cuBLAS ('no kernel "
+               "image is available', CUBLAS_STATUS_INTERNAL_ERROR), Triton's kernels, most CUDA extensions; what "
+               "does run starts slowly (seen on an H200 with torch 2.11).",
+        fix=FORCE_PTX_JIT_FIX, evidence={FORCE_PTX_JIT: "1"}, affects="every CUDA program")
+
+
+def forced_ptx_jit_failure(fid: str, what: str, err: str, ev: dict, py: str = "") -> Finding:
+    """A kernel that failed while CUDA_FORCE_PTX_JIT=1: that variable is the cause (other steps see the same)."""
+    cmds = (f"unset {FORCE_PTX_JIT}",) + ((f"{q(py)} -c 'import torch; print(torch.ones(4, device=\"cuda\") + 1)'",)
+                                          if py else ())
+    return Finding(fid, Status.FAIL, f"{what} failed under CUDA_FORCE_PTX_JIT=1: {err}",
+                   "CUDA_FORCE_PTX_JIT=1 makes CUDA ignore compiled kernels and JIT-compile PTX; this code has none "
+                   "for this GPU, so it cannot run while the variable is set (see the environment step).",
+                   Fix("Unset CUDA_FORCE_PTX_JIT and run it again:", cmds, DOCS_ENV),
+                   dict(ev, **{FORCE_PTX_JIT: "1"}), "every CUDA program")
+
+
+def cuda_driver_findings(env: dict) -> list:
+    out = []
+    if device_order_invalid(env):
+        out.append(device_order_finding(env["CUDA_DEVICE_ORDER"]))
+    if forced_ptx_jit(env):
+        out.append(force_ptx_jit_finding())
+    return out

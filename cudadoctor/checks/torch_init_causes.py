@@ -1,0 +1,58 @@
+"""Why CUDA did not initialise in torch when the driver answers, read from torch's own words and this machine's
+variables (seen on an H200, session 35: the messages below are torch 2.11's, verbatim):
+
+- "Error 34: CUDA driver is a stub library": the CUDA toolkit's link-time stub libcuda (lib64/stubs) was loaded
+  instead of the driver's, almost always through a stubs folder on LD_LIBRARY_PATH.
+- "Error 101: invalid device ordinal" at cudaGetDeviceCount() with CUDA_DEVICE_ORDER set to anything but FASTEST_FIRST
+  or PCI_BUS_ID (env_cuda_driver.py).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from cudadoctor.checks.common import ld_without, q
+from cudadoctor.checks.env_cuda_driver import device_order_fix, device_order_invalid, env_vars
+from cudadoctor.checks.registry import Context, Outcome
+from cudadoctor.model import Finding, Fix, Status
+
+RE_STUB = re.compile(r"\berror 34\b|driver is a stub library|cudaErrorStubLibrary|CUDA_ERROR_STUB_LIBRARY", re.I)
+RE_ORDINAL = re.compile(r"\berror 101\b|invalid device ordinal", re.I)
+DOCS_LOADER = "https://man7.org/linux/man-pages/man8/ld.so.8.html"
+
+
+def stub_outcome(ctx: Context, label: str, py: str, ev: dict, err: str) -> Outcome:
+    ldp = [e for e in env_vars(ctx).get("LD_LIBRARY_PATH", "").split(":") if e]
+    stubs = {e for e in ldp if "stubs" in e.split("/")}
+    cmds = ((ld_without(ldp, stubs),) if stubs else ("ldconfig -p | grep libcuda  # a stubs folder in the linker cache?",)) + (
+        f"{q(py)} -c 'import torch; print(torch.cuda.is_available())'",)
+    where = f" through LD_LIBRARY_PATH ({', '.join(sorted(stubs))})" if stubs else ""
+    return Outcome("torch loaded the CUDA toolkit's stub libcuda", [Finding(
+        "torch.cuda.stub-libcuda", Status.FAIL,
+        f"{label} loaded the CUDA toolkit's stub libcuda{where}, not the driver's: {err[:160]}",
+        "The stub in the toolkit's lib64/stubs exists only for linking; loaded at run time every CUDA call fails "
+        "with error 34. The libraries step shows which copy was loaded.",
+        Fix("Take the stubs folder out of LD_LIBRARY_PATH so the driver's libcuda.so.1 is found:", cmds, DOCS_LOADER),
+        dict(ev, init_error=err, LD_LIBRARY_PATH=":".join(ldp)), "every CUDA program")])
+
+
+def device_order_outcome(label: str, py: str, ev: dict, err: str, value: str) -> Outcome:
+    fix = device_order_fix(value)
+    return Outcome(f"CUDA_DEVICE_ORDER={value!r} stops CUDA", [Finding(
+        "torch.cuda.device-order-invalid", Status.FAIL,
+        f"{label} cannot start CUDA: CUDA_DEVICE_ORDER={value!r} is not FASTEST_FIRST or PCI_BUS_ID ({err[:120]})",
+        "CUDA accepts only those two values, exactly (upper case, no spaces); any other makes cudaGetDeviceCount() "
+        "fail with 101, 'invalid device ordinal'.",
+        Fix(fix.text, fix.commands + (f"{q(py)} -c 'import torch; print(torch.cuda.is_available())'",), fix.docs),
+        dict(ev, init_error=err, CUDA_DEVICE_ORDER=value), "every CUDA program")])
+
+
+def init_cause(ctx: Context, label: str, py: str, ev: dict, err: str) -> Optional[Outcome]:
+    """An Outcome naming the cause when torch's initialisation error and the facts show it, else None."""
+    if RE_STUB.search(err):
+        return stub_outcome(ctx, label, py, ev, err)
+    env = env_vars(ctx)
+    if RE_ORDINAL.search(err) and device_order_invalid(env):
+        return device_order_outcome(label, py, ev, err, env["CUDA_DEVICE_ORDER"])
+    return None
