@@ -74,6 +74,7 @@ FRESH49 = DATA / "explain_fresh49" / "cases.toml"  # issue 17 round 51's blind s
 FRESH50 = DATA / "explain_fresh50" / "cases.toml"  # issue 17 round 52's blind set (threads nobody had met), committed before scoring
 FRESH51 = DATA / "explain_fresh51" / "cases.toml"  # issue 17 round 53's blind set (threads nobody had met), committed before scoring
 FRESH52 = DATA / "explain_fresh52" / "cases.toml"  # issue 17 round 54's blind set (threads nobody had met), committed before scoring
+FRESH53 = DATA / "explain_fresh53" / "cases.toml"  # issue 17 round 55's blind set (threads nobody had met), committed before scoring
 
 SIGS = signatures.load()
 SCANNER = scan.Scanner(SIGS)
