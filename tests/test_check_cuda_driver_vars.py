@@ -50,17 +50,44 @@ def fids(step) -> dict:
 
 
 @pytest.mark.parametrize("value, fix0", [
-    ("bogus", "unset CUDA_DEVICE_ORDER"), ("pci_bus_id", "export CUDA_DEVICE_ORDER=PCI_BUS_ID"),
-    ("", "unset CUDA_DEVICE_ORDER"), ("PCI_BUS_ID ", "export CUDA_DEVICE_ORDER=PCI_BUS_ID"),
+    ("bogus", "export CUDA_DEVICE_ORDER=PCI_BUS_ID  # nvidia-smi's order; or: unset"),
+    ("pci_bus_id", "export CUDA_DEVICE_ORDER=PCI_BUS_ID"),
+    ("", "export CUDA_DEVICE_ORDER=PCI_BUS_ID  # nvidia-smi's order; or: unset"),
+    ("PCI_BUS_ID ", "export CUDA_DEVICE_ORDER=PCI_BUS_ID"),
     ("fastest_first", "export CUDA_DEVICE_ORDER=FASTEST_FIRST"),
 ])
 def test_an_invalid_device_order_stops_cuda_and_is_a_failure(value, fix0):
     sts = steps(check(h200(env={"CUDA_DEVICE_ORDER": value}, torch=failing_torch(ORDINAL))))
     f = next(f for f in sts["environment"].findings if f.id == "env.cuda-device-order")
-    assert f.status is Status.FAIL and "ignored" not in f.summary and f.fix.commands[0].startswith(fix0)
+    assert f.status is Status.FAIL and f.fix.commands[0].startswith(fix0) and len(f.fix.commands) == 1
     t = sts["torch.cuda"].findings[0]
     assert t.id == "torch.cuda.device-order-invalid" and t.status is Status.FAIL
-    assert t.fix.commands[0].startswith(fix0)
+    assert t.fix.commands[0].startswith(fix0) and t.evidence["CUDA_DEVICE_ORDER"] == value
+    assert "Error 101: invalid device ordinal" in t.summary  # torch's own words kept, not cut off
+
+
+def test_a_device_order_this_driver_accepted_is_a_warning():
+    # (review s35) CUDA started with it (torch.cuda OK): another driver may refuse it, this one did not
+    sts = steps(check(h200(env={"CUDA_DEVICE_ORDER": "pci"})))
+    assert sts["torch.cuda"].status is Status.OK
+    assert fids(sts["environment"])["env.cuda-device-order"] == "warn"
+
+
+def test_a_certain_cause_is_named_even_when_the_driver_step_failed_for_another_reason():
+    # (review s35) a shadowed libnvidia-ml fails the driver step but does not stop cuInit: torch's 101 with an invalid
+    # CUDA_DEVICE_ORDER is still that variable's, not "fix the driver step first"
+    from cudadoctor.checks.torch_cuda import check_torch_cuda
+    from cudadoctor.model import Finding, StepResult
+
+    sys_ = h200(env={"CUDA_DEVICE_ORDER": "pci_bus_id"}, torch=failing_torch(ORDINAL))
+    from cudadoctor.facts import registry as facts
+
+    names = ["torch", "nvidia_smi", "nvml", "kernel_module", "platform", "other_envs", "device_nodes", "env", "libs"]
+    ctx = Context(facts=facts.gather(sys_, names, facts.Options()))
+    ctx.results["driver"] = StepResult("driver", "NVIDIA driver", Status.FAIL, "shadowed", (
+        Finding("driver.nvml-shadowed", Status.FAIL, "libnvidia-ml from LD_LIBRARY_PATH"),))
+    out = check_torch_cuda(ctx)
+    assert out.findings[0].id == "torch.cuda.device-order-invalid"
 
 
 @pytest.mark.parametrize("value", ["PCI_BUS_ID", "FASTEST_FIRST"])
@@ -89,20 +116,36 @@ def test_a_stub_from_elsewhere_points_at_the_linker_cache():
 
 
 @pytest.mark.parametrize("value, named", [("1", True), ("0", False), ("2", False), ("true", False), ("", False)])
-def test_force_ptx_jit_is_a_failure_only_when_cuda_reads_it(value, named):
+def test_force_ptx_jit_is_judged_only_when_cuda_reads_it(value, named):
     env = fids(steps(check(h200(env={"CUDA_FORCE_PTX_JIT": value})))["environment"])
-    assert (env.get("env.cuda-force-ptx-jit") == "fail") is named
+    assert ("env.cuda-force-ptx-jit" in env) is named
+
+
+def test_force_ptx_jit_fails_where_the_op_failed_under_it_and_warns_where_it_ran():
+    # (review s35) a torch whose wheel ships PTX for this GPU runs under it, more slowly: a warning, not a failure
+    assert fids(steps(check(h200(env={"CUDA_FORCE_PTX_JIT": "1"})))["environment"])["env.cuda-force-ptx-jit"] == "warn"
+    op = {"ok": False, "part": "matmul", "error_type": "AcceleratorError", "error": CUBLAS, "checked": True}
+    sts = steps(check(h200(env={"CUDA_FORCE_PTX_JIT": "1"}, torch=FakeCmd(torch_stages(op=op)))))
+    assert fids(sts["environment"])["env.cuda-force-ptx-jit"] == "fail"
 
 
 def test_the_op_that_fails_under_forced_ptx_jit_names_the_variable():
     op = {"ok": False, "part": "matmul", "error_type": "AcceleratorError", "error": CUBLAS, "checked": True}
     sts = steps(check(h200(env={"CUDA_FORCE_PTX_JIT": "1"}, torch=FakeCmd(torch_stages(op=op)))))
     f = sts["torch.op"].findings[0]
-    assert f.id == "torch.op.failed" and "CUDA_FORCE_PTX_JIT=1" in f.summary
+    assert f.id == "torch.op.failed" and f.evidence.get("CUDA_FORCE_PTX_JIT") == "1"
     assert f.fix.commands[0] == "unset CUDA_FORCE_PTX_JIT"
     # without the variable the same failure keeps the old reading
     f = steps(check(h200(torch=FakeCmd(torch_stages(op=op)))))["torch.op"].findings[0]
-    assert f.id == "torch.op.failed" and "unset CUDA_FORCE_PTX_JIT" not in f.fix.commands
+    assert f.id == "torch.op.failed" and "CUDA_FORCE_PTX_JIT" not in f.evidence
+
+
+def test_an_unrelated_op_failure_under_forced_ptx_jit_is_not_blamed_on_it():
+    # (review s35) an illegal address is the kernel's own, whatever the variable says
+    op = {"ok": False, "part": "matmul", "error_type": "AcceleratorError", "checked": True,
+          "error": "CUDA error: an illegal memory access was encountered"}
+    f = steps(check(h200(env={"CUDA_FORCE_PTX_JIT": "1"}, torch=FakeCmd(torch_stages(op=op)))))["torch.op"].findings[0]
+    assert f.id == "torch.op.failed" and "CUDA_FORCE_PTX_JIT" not in f.evidence
 
 
 def test_cudadoctors_own_kernel_under_forced_ptx_jit_is_not_a_mismatch_to_report():
@@ -117,15 +160,22 @@ def test_cudadoctors_own_kernel_under_forced_ptx_jit_is_not_a_mismatch_to_report
         out = check_probe_launch(Context(facts={"probe_launch": Fact.found(info, "probe"),
                                                 "env": Fact.found(EnvInfo(vars=env))}))
         return {f.id: f for f in out.findings}
+    # (review s35) expected under the variable: the probe's SASS-only build is not judged, not a failure
     f = judge({"CUDA_FORCE_PTX_JIT": "1"})
-    assert set(f) == {"probe.launch.native-failed"} and f["probe.launch.native-failed"].fix.commands[0] == \
-        "unset CUDA_FORCE_PTX_JIT"
-    assert "probe.launch.mismatch" in judge({})
+    assert set(f) == {"probe.launch.forced-ptx-jit"} and f["probe.launch.forced-ptx-jit"].status is Status.SKIP
+    assert f["probe.launch.forced-ptx-jit"].fix.commands[0] == "unset CUDA_FORCE_PTX_JIT"
+    assert "probe.launch.mismatch" in judge({}) and "probe.launch.native-failed" in judge({})
 
 
 def test_the_stub_libcudas_error_has_its_name():
-    # the stub answers cuGetErrorName with an error too: the probe said "CUDA_ERROR_34: unknown error"
-    assert KNOWN_ERRORS[34] == ("CUDA_ERROR_STUB_LIBRARY", "CUDA driver is a stub library")
+    # the stub answers cuGetErrorName with an error too (34): the probe said "CUDA_ERROR_34: unknown error"
+    from cudadoctor.probes.driver_api import Driver
+
+    d = Driver.__new__(Driver)
+    d._fn = lambda name: (lambda *a: 34)
+    assert (d.error_name(34), d.error_string(34)) == KNOWN_ERRORS[34] == (
+        "CUDA_ERROR_STUB_LIBRARY", "CUDA driver is a stub library")
+    assert (d.error_name(4242), d.error_string(4242)) == ("CUDA_ERROR_4242", "unknown error")
 
 
 def test_explain_reads_101_at_device_count_as_the_device_order_first():
@@ -161,3 +211,64 @@ def test_the_probe_that_cannot_start_cuda_names_the_variable_behind_it(env, erro
                                             "env": Fact.found(EnvInfo(vars=env))}))
     f = out.findings[0]
     assert f.id == "probe.launch.failed" and f.fix.commands[0] == fix0
+
+
+def _run(facts: dict, only: tuple) -> dict:
+    from cudadoctor.checks import registry as checks
+
+    return {r.id: r for r in checks.run_steps(checks.ordered(only), facts)}
+
+
+def _stub_machine():
+    # tests/test_libs.py's stub scenario: the toolkit's stubs folder first on LD_LIBRARY_PATH, torch's maps show it
+    from libs_support import base_facts, data, h200_system, h200_torch
+
+    stub_dir = "/usr/local/cuda-13.0/targets/x86_64-linux/lib/stubs"
+    s = h200_system(dict(h200_system().env, LD_LIBRARY_PATH=f"{stub_dir}:/usr/local/nvidia/lib64"))
+    s.add_file(stub_dir + "/libcuda.so", b"\x7fELF")
+    s.symlinks[stub_dir + "/libcuda.so.1"] = "libcuda.so"
+    maps = [p for p in data("libs", "h200_maps.txt").split() if "libcuda.so" not in p] + [stub_dir + "/libcuda.so"]
+    torch = h200_torch(libraries=maps, available=False, init_error=STUB)
+    return base_facts(s, torch=Fact.found(torch))
+
+
+def test_a_loaded_stub_is_named_by_torch_and_libraries_and_not_again_by_the_environment():
+    r = _run(_stub_machine(), ("torch.cuda", "libraries", "environment"))
+    t = r["torch.cuda"].findings[0]
+    assert t.id == "torch.cuda.stub-libcuda" and t.fix.commands[0] == "export LD_LIBRARY_PATH=/usr/local/nvidia/lib64"
+    assert t.evidence["via"].startswith("LD_LIBRARY_PATH entry")
+    assert {f.id: f.status.value for f in r["libraries"].findings}["libs.stub-libcuda"] == "fail"
+    # one fault, one problem: the environment step's own stubs finding would repeat the libraries step's fix
+    assert "env.ld-library-path.stubs" not in {f.id for f in r["environment"].findings}
+    alone = _run(_stub_machine(), ("environment",))
+    assert {f.id: f.status.value for f in alone["environment"].findings}["env.ld-library-path.stubs"] == "fail"
+
+
+def test_a_stub_from_the_linker_cache_is_fixed_there_not_in_ld_library_path():
+    # (review s35) a stubs folder on LD_LIBRARY_PATH that did not give the loaded stub: dropping it would change nothing
+    from types import SimpleNamespace
+
+    from cudadoctor.checks.libraries import stub_fix_commands
+
+    info = SimpleNamespace(ld_library_path=["/usr/local/cuda/lib64/stubs", "/usr/local/nvidia/lib64"])
+    cache = SimpleNamespace(via="ldconfig cache", path="/usr/local/cuda/lib64/stubs/libcuda.so.1")
+    assert stub_fix_commands(info, cache)[0].startswith("grep -rn stubs /etc/ld.so.conf")
+    env = SimpleNamespace(via="LD_LIBRARY_PATH entry /opt/app/lib", path="/opt/app/lib/libcuda.so.1")
+    info = SimpleNamespace(ld_library_path=["/opt/app/lib", "/usr/local/nvidia/lib64"])
+    assert stub_fix_commands(info, env) == ("export LD_LIBRARY_PATH=/usr/local/nvidia/lib64",)
+
+
+@pytest.mark.parametrize("vars_", [None, {"CUDA_DEVICE_ORDER": None}, {"CUDA_DEVICE_ORDER": 5, "CUDA_FORCE_PTX_JIT": 1}])
+def test_odd_saved_environments_do_not_crash_the_steps(vars_):
+    # (review s35) a saved report may hold null or numbers where strings were
+    from libs_support import base_facts
+
+    facts = base_facts(torch=Fact.found(failing_torch_info(ORDINAL)), env=Fact.found(EnvInfo(vars=vars_)))
+    r = _run(facts, ("torch.cuda", "torch.op", "environment", "probe.launch"))
+    assert all(s.status is not Status.ERROR for s in r.values()), {k: v.summary for k, v in r.items()}
+
+
+def failing_torch_info(err: str):
+    from libs_support import h200_torch
+
+    return h200_torch(available=False, init_error=err)

@@ -61,6 +61,24 @@ def cu_tag(cuda: str) -> str:
     return f"cu{mm[0]}{mm[1]}" if mm else ""
 
 
+def env_vars(ctx) -> dict:
+    """The allow-listed environment of the env fact, {name: value}: {} when it was not gathered, and only string values
+    (a saved report may hold null or numbers)."""
+    f = ctx.fact("env")
+    vs = getattr(f.value, "vars", None) if f.value is not None else None
+    return {k: v for k, v in dict(vs or {}).items() if isinstance(k, str) and isinstance(v, str)}
+
+
+def ld_entries(env: dict) -> list:
+    """LD_LIBRARY_PATH's folders, in order, empty entries left out."""
+    return [e for e in env.get("LD_LIBRARY_PATH", "").split(":") if e]
+
+
+def is_stubs_dir(folder: str) -> bool:
+    """A toolkit's link-time stubs folder (lib64/stubs, targets/x86_64-linux/lib/stubs)."""
+    return "stubs" in folder.rstrip("/").split("/")
+
+
 def q(s: str) -> str:
     """Quote a path for a shell command line the user will copy."""
     return shlex.quote(s)

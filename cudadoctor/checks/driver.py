@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from cudadoctor.checks.common import driver_view, ld_without, q, runtime_fix
+from cudadoctor.checks.common import driver_view, env_vars, ld_without, q, runtime_fix
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.facts.health_types import DeviceNodes
 from cudadoctor.facts.views import nvml_absent
@@ -70,8 +70,7 @@ def nvml_shadowed(ctx: Context, km_ver: str, evidence: dict) -> Optional[Finding
     if usd is None or not usd.libnvidia_ml_via or not km_ver or usd.libnvidia_ml == usd.libnvidia_ml_system or \
             usd.libnvidia_ml_version == km_ver or usd.libnvidia_ml_system_version != km_ver:
         return None
-    env = ctx.fact("env").value
-    ldp = (dict(env.vars) if env is not None else {}).get("LD_LIBRARY_PATH", "")
+    ldp = env_vars(ctx).get("LD_LIBRARY_PATH", "")
     ev = dict(evidence, **{"libnvidia-ml.so.1 loaded": usd.libnvidia_ml, "from LD_LIBRARY_PATH folder": usd.libnvidia_ml_via,
                            "the driver's copy": usd.libnvidia_ml_system, "kernel module": km_ver})
     other = f"version {usd.libnvidia_ml_version}" if usd.libnvidia_ml_version else "no version in its name"
@@ -121,8 +120,8 @@ def _no_gpu(ctx: Context, headline: str, generic: Finding) -> Finding:
     nodes, denied, gpu_files = dn.nodes, dn.denied, dn.gpu_files()
     if not gpu_files:
         return generic
-    env = ctx.fact("env").value
-    var = (lambda k: (env.vars.get(k, "") if env is not None else "") or "")
+    env = env_vars(ctx)
+    var = (lambda k: env.get(k, "") or "")
     job = var("SLURM_JOB_ID")
     given = var("SLURM_STEP_GPUS") or var("SLURM_JOB_GPUS")
     plat = ctx.fact("platform").value

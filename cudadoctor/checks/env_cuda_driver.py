@@ -11,6 +11,8 @@ really treats them, seen on an H200 (driver 580.159.04, torch 2.11.0+cu130, sess
 
 from __future__ import annotations
 
+import re
+
 from cudadoctor.checks.common import q
 from cudadoctor.model import Finding, Fix, Status
 
@@ -18,10 +20,12 @@ DOCS_ENV = "https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#env
 DEVICE_ORDERS = ("FASTEST_FIRST", "PCI_BUS_ID")
 FORCE_PTX_JIT = "CUDA_FORCE_PTX_JIT"
 
-
-def env_vars(ctx) -> dict:
-    f = ctx.fact("env")
-    return dict(f.value.vars) if f.value is not None else {}
+# what code without PTX for this GPU gives under CUDA_FORCE_PTX_JIT=1 (the H200's torch 2.11: an elementwise op "no kernel
+# image", cublasCreate CUBLAS_STATUS_INTERNAL_ERROR; Triton "no kernel image"; the driver API 209); PTX that cannot be
+# JIT-compiled (218, 222) too. Any other error is not blamed on the variable.
+FORCED_JIT_ERRORS = re.compile(
+    r"no kernel image is available|NO_BINARY_FOR_GPU|device kernel image is invalid|CUBLAS_STATUS_INTERNAL_ERROR|"
+    r"CUBLAS_STATUS_NOT_INITIALIZED|\b(?:209|218|222)\b|INVALID_PTX|UNSUPPORTED_PTX|PTX JIT", re.I)
 
 
 def device_order_invalid(env: dict) -> bool:
@@ -30,12 +34,20 @@ def device_order_invalid(env: dict) -> bool:
 
 def device_order_fix(value: str) -> Fix:
     near = value.strip().upper()
-    cmds = (f"export CUDA_DEVICE_ORDER={near}",) if near in DEVICE_ORDERS else (
-        "unset CUDA_DEVICE_ORDER  # FASTEST_FIRST, CUDA's default", "export CUDA_DEVICE_ORDER=PCI_BUS_ID  # nvidia-smi's order")
-    return Fix("Set it to FASTEST_FIRST or PCI_BUS_ID exactly (upper case, no spaces), or unset it:", cmds, DOCS_ENV)
+    cmd = f"export CUDA_DEVICE_ORDER={near}" if near in DEVICE_ORDERS else (
+        "export CUDA_DEVICE_ORDER=PCI_BUS_ID  # nvidia-smi's order; or: unset CUDA_DEVICE_ORDER (FASTEST_FIRST)")
+    return Fix("Set it to FASTEST_FIRST or PCI_BUS_ID exactly (upper case, no spaces), or unset it:", (cmd,), DOCS_ENV)
 
 
-def device_order_finding(value: str) -> Finding:
+def device_order_finding(value: str, cuda_started: bool) -> Finding:
+    """FAIL unless CUDA was seen to start with it (torch.cuda OK here): driver 580 refuses such values (101)."""
+    if cuda_started:
+        return Finding(
+            "env.cuda-device-order", Status.WARN,
+            f"CUDA_DEVICE_ORDER={value!r} is not FASTEST_FIRST or PCI_BUS_ID (this driver accepted it)",
+            detail="CUDA documents only the two values; CUDA started here, but driver 580 refuses any other value "
+                   "(error 101 at cudaGetDeviceCount(), seen on an H200), so another machine or driver may not.",
+            fix=device_order_fix(value), evidence={"CUDA_DEVICE_ORDER": value})
     return Finding(
         "env.cuda-device-order", Status.FAIL,
         f"CUDA_DEVICE_ORDER={value!r} is not FASTEST_FIRST or PCI_BUS_ID: CUDA does not start (error 101)",
@@ -52,10 +64,13 @@ def forced_ptx_jit(env: dict) -> bool:
 FORCE_PTX_JIT_FIX = Fix("Unset it (it is meant for testing PTX, not for running):", (f"unset {FORCE_PTX_JIT}",), DOCS_ENV)
 
 
-def force_ptx_jit_finding() -> Finding:
+def force_ptx_jit_finding(failed_here: list) -> Finding:
+    """FAIL where an earlier step's kernels failed under it (`failed_here`: those steps), else WARN: code that ships PTX
+    for this GPU still runs, more slowly."""
     return Finding(
-        "env.cuda-force-ptx-jit", Status.FAIL,
-        "CUDA_FORCE_PTX_JIT=1: CUDA ignores every compiled kernel and JIT-compiles PTX instead",
+        "env.cuda-force-ptx-jit", Status.FAIL if failed_here else Status.WARN,
+        "CUDA_FORCE_PTX_JIT=1: CUDA ignores every compiled kernel and JIT-compiles PTX instead"
+        + (f" ({', '.join(failed_here)} failed under it)" if failed_here else ""),
         detail="Code that ships no PTX this GPU can JIT-compile fails: torch's own kernels and cuBLAS ('no kernel "
                "image is available', CUBLAS_STATUS_INTERNAL_ERROR), Triton's kernels, most CUDA extensions; what "
                "does run starts slowly (seen on an H200 with torch 2.11).",
@@ -73,10 +88,14 @@ def forced_ptx_jit_failure(fid: str, what: str, err: str, ev: dict, py: str = ""
                    dict(ev, **{FORCE_PTX_JIT: "1"}), "every CUDA program")
 
 
-def cuda_driver_findings(env: dict) -> list:
+def cuda_driver_findings(env: dict, results: dict) -> list:
+    """`results`: the steps judged before this one (torch.cuda, torch.op, torch.triton come earlier)."""
     out = []
     if device_order_invalid(env):
-        out.append(device_order_finding(env["CUDA_DEVICE_ORDER"]))
+        tc = results.get("torch.cuda")
+        out.append(device_order_finding(env["CUDA_DEVICE_ORDER"], tc is not None and tc.status is Status.OK))
     if forced_ptx_jit(env):
-        out.append(force_ptx_jit_finding())
+        failed = [sid for sid in ("torch.op", "torch.triton") if sid in results and any(
+            f.evidence.get(FORCE_PTX_JIT) == "1" and f.status is Status.FAIL for f in results[sid].findings)]
+        out.append(force_ptx_jit_finding(failed))
     return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 
-from cudadoctor.checks.common import driver_view, major_minor, q, visible_ordinals, ld_without
+from cudadoctor.checks.common import driver_view, env_vars, is_stubs_dir, ld_entries, ld_without, major_minor, q, visible_ordinals
 from cudadoctor.checks.env_cuda_driver import cuda_driver_findings, device_order_invalid
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.compat import Arch, ptx_jits_on, sass_runs_on
@@ -177,12 +177,18 @@ def visible_devices_finding(ctx: Context, value: str) -> Finding:
                    detail="Entries after the first invalid one are ignored.", fix=fix_unset, evidence=ev)
 
 
+def stub_named_by_libraries(ctx: Context) -> bool:
+    """The libraries step (earlier) failed on a stub libcuda loaded through LD_LIBRARY_PATH: its fix drops the folder."""
+    res = ctx.results.get("libraries")
+    return res is not None and any(f.id == "libs.stub-libcuda" and str(f.evidence.get("via", "")).startswith(
+        "LD_LIBRARY_PATH") for f in res.findings)
+
+
 @step("environment", "environment variables", order=70,
       facts=("env", "torch", "nvidia_smi", "nvml", "kernel_module", "device_nodes", "toolkit", "platform", "libs"))
 def check_environment(ctx: Context) -> Outcome:
     """CUDA_VISIBLE_DEVICES, LD_LIBRARY_PATH, TORCH_CUDA_ARCH_LIST, allocator and NCCL settings."""
-    envf = ctx.fact("env")
-    env = dict(envf.value.vars) if envf.value is not None else {}
+    env = env_vars(ctx)
     findings: list = []
     dv = driver_view(ctx)
 
@@ -190,7 +196,7 @@ def check_environment(ctx: Context) -> Outcome:
         findings.append(visible_devices_finding(ctx, env["CUDA_VISIBLE_DEVICES"]))
     order = env.get("CUDA_DEVICE_ORDER")
     # (session 35, H200) an invalid CUDA_DEVICE_ORDER stops CUDA (it was called "ignored" here); CUDA_FORCE_PTX_JIT=1
-    findings.extend(cuda_driver_findings(env))
+    findings.extend(cuda_driver_findings(env, ctx.results))
     if not device_order_invalid(env) and len({g.name for g in dv.gpus}) > 1 and order != "PCI_BUS_ID":
         findings.append(Finding("env.cuda-device-order", Status.WARN,
                                 "GPUs of different models: CUDA's ordinals may differ from nvidia-smi's",
@@ -231,20 +237,20 @@ def check_environment(ctx: Context) -> Outcome:
                                     evidence={"PATH nvcc": a.nvcc, tk.value.home_var: b.nvcc}))
 
     # library search paths
-    ldp = [e for e in env.get("LD_LIBRARY_PATH", "").split(":") if e]
+    ldp = ld_entries(env)
     if ldp:
         libs = ctx.fact("libs")
         # the CUDA base images set /usr/local/nvidia/lib{,64} for the container runtime: not a trap
         system_missing = [e for e in ldp if libs.value is not None and e in libs.value.ld_library_path_missing
                           and e.rstrip("/") not in CONTAINER_DEFAULT_DIRS]
-        stubs = [e for e in ldp if "stubs" in e.split("/")]
+        stubs = [e for e in ldp if is_stubs_dir(e)]
         torch_cuda = major_minor((ctx.fact("torch").value.cuda if ctx.fact("torch").value else None) or "")
         other_tk = []
         for e in ldp:
             m = re.search(r"/cuda-(\d+)\.(\d+)(?:/|$)", e)
             if m and torch_cuda and int(m.group(1)) != torch_cuda[0]:
                 other_tk.append(e)
-        if stubs:
+        if stubs and not stub_named_by_libraries(ctx):  # one fault, one problem: that step gives the same fix
             findings.append(Finding("env.ld-library-path.stubs", Status.FAIL,
                                     f"LD_LIBRARY_PATH holds the toolkit's stubs folder: {', '.join(stubs)}",
                                     detail="The stub libcuda.so found there replaces the driver's at run time "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cudadoctor.checks.common import q, ld_without
+from cudadoctor.checks.common import is_stubs_dir, ld_without, q
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.facts import libs as L
 from cudadoctor.model import Finding, Fix, Status
@@ -47,6 +47,23 @@ def _python(ctx: Context) -> str:
     return (t.value.python if t.value is not None and t.value.python else "python")
 
 
+def loaded_stub(info):
+    """The toolkit's stub libcuda among the loaded libraries, or None."""
+    return next((x for x in info.loaded if x.family == "libcuda" and x.origin == L.STUB), None)
+
+
+def stub_fix_commands(info, s) -> tuple:
+    """What takes the stub libcuda `s` out of the loader's way, from how it was found: the LD_LIBRARY_PATH folder that
+    gave it (and any other stubs folder there), or the linker cache that lists it, else where it lies."""
+    drop = {e for e in info.ld_library_path if is_stubs_dir(e) or s.via == f"LD_LIBRARY_PATH entry {e}"}
+    if drop and (s.via.startswith("LD_LIBRARY_PATH") or not s.via):
+        return (ld_without(info.ld_library_path, drop),)
+    if s.via == "ldconfig cache":
+        return ("grep -rn stubs /etc/ld.so.conf /etc/ld.so.conf.d/  # the file that adds the stubs folder: remove that line",
+                "sudo ldconfig && ldconfig -p | grep libcuda.so.1  # then only the driver's copy")
+    return (f"ls -l {q(s.path)}  # how it came to be loaded: {s.via or 'unknown'}",)
+
+
 def driver_named_nvml_shadow(ctx: Context) -> bool:
     """True when the driver step (earlier in the checklist) already failed on a libnvidia-ml from LD_LIBRARY_PATH
     that is not the loaded driver's (driver.nvml-shadowed)."""
@@ -88,11 +105,9 @@ def check_libraries(ctx: Context) -> Outcome:
               "loader-search": "resolved as the loader would (torch loaded none)"}.get(info.method, info.method)
 
     # 1. the toolkit's stub libcuda
-    stubs = [x for x in info.loaded if x.family == "libcuda" and x.origin == L.STUB]
-    if stubs:
-        s = stubs[0]
-        drop = {e for e in info.ld_library_path if "/stubs" in e or s.via == f"LD_LIBRARY_PATH entry {e}"}
-        cmds = [ld_without(info.ld_library_path, drop)] if drop else [f"ls -l {q(s.path)}"]
+    s = loaded_stub(info)
+    if s is not None:
+        cmds = list(stub_fix_commands(info, s))
         findings.append(Finding(
             "libs.stub-libcuda", Status.FAIL, f"the CUDA toolkit's stub libcuda is loaded: {s.realpath}",
             detail="The stub in lib64/stubs exists only for linking; loaded at run time every CUDA call fails "

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from cudadoctor.checks.common import ld_without, q
+from cudadoctor.checks.common import env_vars, ld_without, q
 from cudadoctor.checks.gpu_pairs import gpu_tag, joined_pairs, slowest
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.facts.host_links import norm_bus
@@ -305,8 +305,7 @@ def ib_finding(ctx: Context, env: dict):
 def check_nccl(ctx: Context) -> Outcome:
     """An all-reduce over every visible GPU (one process each, NCCL): result, hang, speed against the links."""
     fact = ctx.fact("nccl")
-    envf = ctx.fact("env")
-    env = dict(envf.value.vars) if envf.value is not None else {}
+    env = env_vars(ctx)
     extra = [f for f in (ib_finding(ctx, env),) if f is not None]
     if fact.state is FactState.NOT_APPLICABLE or (fact.value is None and not fact.error):
         why = fact.error or "not run"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from cudadoctor.checks.common import cu_tag, major_minor, q, torch_base_version
+from cudadoctor.checks.common import cu_tag, env_vars, major_minor, q, torch_base_version
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.model import Finding, Fix, Status
 
@@ -56,7 +56,7 @@ def check_nvcc(ctx: Context) -> Outcome:
     """nvcc on PATH / CUDA_HOME / /usr/local/cuda*, and its version against torch.version.cuda."""
     tf, t = ctx.fact("toolkit"), ctx.fact("torch").value
     tk = tf.value
-    env = ctx.fact("env").value.vars if ctx.fact("env").ok else {}
+    env = env_vars(ctx)
     torch_cuda = t.cuda if t is not None and t.installed else None
     findings = []
     if tk is None or not tk.installs:

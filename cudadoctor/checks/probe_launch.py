@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import os
 
+from cudadoctor.checks.common import env_vars, is_stubs_dir, ld_entries, ld_without
 from cudadoctor.checks.driver import HANG_FIX
-from cudadoctor.checks.common import ld_without
 from cudadoctor.checks.env_cuda_driver import (
+    FORCE_PTX_JIT_FIX,
+    FORCED_JIT_ERRORS,
     device_order_fix,
     device_order_invalid,
-    env_vars,
     forced_ptx_jit,
-    forced_ptx_jit_failure,
 )
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.compat import NATIVE
@@ -61,9 +61,9 @@ def start_failure_fix(ctx: Context, error: str) -> Fix:
     """The probe's fix when CUDA did not start: the variable or library named where this machine's facts show it (seen
     on the H200, session 35: a stub libcuda first on LD_LIBRARY_PATH, an invalid CUDA_DEVICE_ORDER), else the probe."""
     env = env_vars(ctx)
-    ldp = [e for e in env.get("LD_LIBRARY_PATH", "").split(":") if e]
-    stubs = {e for e in ldp if "stubs" in e.split("/")}
-    if "STUB_LIBRARY" in error and stubs:
+    ldp = ld_entries(env)
+    stubs = {e for e in ldp if is_stubs_dir(e)}
+    if ("STUB_LIBRARY" in error or "CUDA_ERROR_34" in error) and stubs:  # the second: the stub's own unnamed code
         return Fix("CUDA loaded the toolkit's stub libcuda: take the stubs folder out of LD_LIBRARY_PATH:",
                    (ld_without(ldp, stubs), "cudadoctor probe"))
     if "INVALID_DEVICE" in error and device_order_invalid(env):
@@ -111,10 +111,14 @@ def check_probe_launch(ctx: Context) -> Outcome:
     forced = forced_ptx_jit(env_vars(ctx))  # (session 35, H200) the driver ignores SASS: the predictions do not hold
     if native is None or native.get("driver_api") != NATIVE:
         err = (native or {}).get("driver_error") or (native or {}).get("build_error") or info.launch_error
-        if forced:
-            findings.append(forced_ptx_jit_failure(
-                "probe.launch.native-failed", f"cudadoctor's own sm_{info.cc.replace('.', '')} kernel (SASS only)",
-                err or "?", {"row": native}))
+        if forced and FORCED_JIT_ERRORS.search(err or ""):  # expected: the probe's native build has no PTX
+            findings.append(Finding(
+                "probe.launch.forced-ptx-jit", Status.SKIP,
+                f"cudadoctor's own sm_{info.cc.replace('.', '')} kernel (SASS only) was not judged: CUDA_FORCE_PTX_JIT=1 "
+                f"makes CUDA ignore SASS ({err})",
+                detail="A kernel with no PTX cannot run while the variable is set: expected, not a driver fault (the "
+                       "environment step names the variable).",
+                fix=FORCE_PTX_JIT_FIX, evidence={"row": native, "CUDA_FORCE_PTX_JIT": "1"}))
         else:
             findings.append(Finding(
                 "probe.launch.native-failed", Status.FAIL,
@@ -139,6 +143,8 @@ def check_probe_launch(ctx: Context) -> Outcome:
             evidence={"compiler": info.compiler, "driver_cuda": info.driver_cuda}))
     if any(f.id == "probe.launch.native-failed" for f in findings):
         worst = "native kernel failed"
+    elif any(f.id == "probe.launch.forced-ptx-jit" for f in findings):
+        worst = "not judged under CUDA_FORCE_PTX_JIT=1"
     elif info.nvcc_failure and not any(f.id == "probe.launch.mismatch" for f in findings):
         worst = f"{info.nvcc_failure_path} cannot build; built with {info.compiler}, kernels behave as predicted"
     else:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from cudadoctor.checks.common import ld_without, q
+from cudadoctor.checks.common import env_vars, ld_without, q
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.compat import NATIVE, NO_IMAGE, PTX_JIT, PTX_TOO_NEW, cc_str
 from cudadoctor.model import Finding, Fix, Status
@@ -48,8 +48,7 @@ def _jit_folder(f) -> str:
 
 
 def _env_vars(ctx: Context) -> dict:
-    env = ctx.fact("env").value
-    return dict(env.vars) if env is not None else {}
+    return env_vars(ctx)
 
 
 def _where(f) -> str:
@@ -150,8 +149,7 @@ def check_probe_scan(ctx: Context) -> Outcome:
                        [Finding("probe.scan.no-gpu", Status.SKIP, "No GPU with a known compute capability; "
                                 "nothing to judge the installed CUDA binaries against.")])
     findings = []
-    env = ctx.fact("env").value
-    arch_list = (env.vars.get("TORCH_CUDA_ARCH_LIST") if env is not None else None) or ""
+    arch_list = env_vars(ctx).get("TORCH_CUDA_ARCH_LIST") or ""
     if arch_list:
         sel = arch_list_verdict(arch_list, cc)
         ok_list = f"{cc[0]}.{cc[1]}"

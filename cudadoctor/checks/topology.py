@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Optional
 
-from cudadoctor.checks.common import driver_view
+from cudadoctor.checks.common import driver_view, env_vars
 from cudadoctor.checks.gpu_pairs import gpu_tag, joined_pairs
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.facts.gpu_links import CANNOT_LIST, NVML_BLIND, P2P_STATUS
@@ -48,8 +48,7 @@ def cuda_count_finding(ctx: Context, want: int) -> Finding:
                        f"the GPUs could not be counted: {CANNOT_LIST}, and CUDA: {pf.error}",
                        evidence={"--expect-gpus": want, "source": pf.source})
     n = len(devs)
-    env = ctx.fact("env").value
-    cvd = pf.value.visible_devices if pf.ok else (dict(env.vars) if env is not None else {}).get("CUDA_VISIBLE_DEVICES")
+    cvd = pf.value.visible_devices if pf.ok else env_vars(ctx).get("CUDA_VISIBLE_DEVICES")
     ev = {"--expect-gpus": want, "CUDA sees": n, "GPUs": ", ".join(f"{d.ordinal}: {d.name}" for d in devs),
           "CUDA_VISIBLE_DEVICES": cvd, "source": "CUDA driver API (nvidia-smi and NVML cannot list GPUs here)"}
     if n == want:

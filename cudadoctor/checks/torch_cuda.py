@@ -81,7 +81,7 @@ def wheel_of(soname: str, t) -> str:
 
 
 @step("torch.cuda", "torch sees CUDA", 20, facts=("torch", "nvidia_smi", "nvml", "kernel_module", "platform",
-                                                  "other_envs", "device_nodes", "env"))
+                                                  "other_envs", "device_nodes", "env", "libs"))
 def check_torch_cuda(ctx: Context) -> Outcome:
     """torch in the target interpreter: installed, CUDA build, is_available(), device_count(); why not."""
     tf = ctx.fact("torch")
@@ -224,7 +224,7 @@ def check_torch_cuda(ctx: Context) -> Outcome:
             return lim
     drv_res = ctx.results.get("driver")
     driver_failed = drv_res is not None and drv_res.status in (Status.FAIL, Status.ERROR)
-    named = None if driver_failed else init_cause(ctx, label, py, ev, t.init_error or "")
+    named = init_cause(ctx, label, py, ev, t.init_error or "")  # certain from torch's words, whatever the driver step says
     if named is not None:
         return named
     if RE_UNKNOWN_ERROR.search(t.init_error or "") and not driver_failed:

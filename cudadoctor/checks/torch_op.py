@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import re
 
-from cudadoctor.checks.common import q
+from cudadoctor.checks.common import env_vars, q
 from cudadoctor.checks.environment import check_alloc_conf
 from cudadoctor.checks.holders import holders_fix, is_full, memory_line, nvml_gpu, op_gpu, others_on
-from cudadoctor.checks.env_cuda_driver import env_vars, forced_ptx_jit, forced_ptx_jit_failure
+from cudadoctor.checks.env_cuda_driver import FORCED_JIT_ERRORS, forced_ptx_jit, forced_ptx_jit_failure
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.model import FactState, Finding, Fix, Status
 
@@ -29,7 +29,7 @@ def _first(text: str) -> str:
 
 def _bad_alloc_conf(ctx: Context) -> tuple:
     """(variable, value, its problems) for an allocator setting torch cannot parse, else ('', '', [])."""
-    env = ctx.fact("env").value.vars if ctx.fact("env").ok else {}
+    env = env_vars(ctx)
     for name in ALLOC_VARS:
         if env.get(name):
             probs = check_alloc_conf(env[name])
@@ -180,7 +180,7 @@ def check_torch_op(ctx: Context) -> Outcome:
             op.part, "torch.ones(1).cuda() / matmul")
         if RE_OOM.search(op.error or "") or RE_BUSY.search(op.error or ""):
             return _held(ctx, t, op.error, call, ev)
-        if forced_ptx_jit(env_vars(ctx)):  # (session 35, H200) torch's kernels and cuBLAS fail under it
+        if forced_ptx_jit(env_vars(ctx)) and FORCED_JIT_ERRORS.search(op.error or ""):  # (session 35, H200)
             return Outcome(f"failed under CUDA_FORCE_PTX_JIT=1: {first[:70]}",
                            [forced_ptx_jit_failure("torch.op.failed", call, first, ev, py)])
         nki = "no kernel image" in (op.error or "")

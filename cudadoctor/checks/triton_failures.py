@@ -10,13 +10,12 @@ from __future__ import annotations
 import os
 import re
 
-from cudadoctor.checks.env_cuda_driver import env_vars, forced_ptx_jit, forced_ptx_jit_failure
-from cudadoctor.checks.common import major_minor, q
+from cudadoctor.checks.common import env_vars, major_minor, q
+from cudadoctor.checks.env_cuda_driver import FORCED_JIT_ERRORS, forced_ptx_jit, forced_ptx_jit_failure
 from cudadoctor.model import Finding, Fix, Status
 
 DOCS = "https://triton-lang.org/main/getting-started/installation.html"
 NIGHTLY_INDEX = "https://download.pytorch.org/whl/nightly/"
-RE_NO_IMAGE = re.compile(r"no kernel image is available|device kernel image is invalid|NO_BINARY_FOR_GPU", re.I)
 RE_NO_CC = re.compile(r"Failed to find C compiler", re.I)
 RE_NO_PY_H = re.compile(r"Python\.h: No such file", re.I)
 RE_PY_INCLUDE = re.compile(r"-I(/\S*?python3\.\d+\w*)['\s,]")
@@ -186,7 +185,7 @@ def failed(ctx, t) -> Finding:
             Fix("Install a C compiler, or point CC at one:",
                 _install(ctx, "gcc", "gcc") + (("unset CC  # or export CC=/path/to/gcc",) if t.cc_from == "CC" else
                                                ("export CC=/path/to/gcc",))), ev, "torch")
-    if forced_ptx_jit(env_vars(ctx)) and RE_NO_IMAGE.search(text):  # (session 35, H200) Triton loads SASS only
+    if forced_ptx_jit(env_vars(ctx)) and FORCED_JIT_ERRORS.search(text):  # (session 35, H200) Triton loads SASS only
         return forced_ptx_jit_failure("torch.triton.kernel-failed", "a Triton kernel", first_line(err)[:200], ev)
     c_build_failed = "CalledProcessError" in text and bool(re.search(r"\.c'|cuda_utils|\bgcc\b|\bclang\b|\bcc\b", text))
     found = _python_headers(ctx, t, text, ev, c_build_failed) or _libcuda(ctx, t, text, ev)
