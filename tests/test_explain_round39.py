@@ -69,3 +69,16 @@ def test_third_review_kept_its_cases():
 def test_rounds_45_to_50_review_cases(case):
     # (session 34) written before running by a helper that had not written rounds 45-50's rules
     assert answer(case["text"])[:1] == [case["expect"]]
+
+
+REVIEW_S35 = review_cases("s35_review.toml")
+
+
+def test_fourth_review_kept_its_cases():
+    assert len(REVIEW_S35) == 41
+
+
+@pytest.mark.parametrize("case", REVIEW_S35, ids=lambda c: c["name"])
+def test_rounds_51_to_55_review_cases(case):
+    # (session 35) written before running by a helper that had not written rounds 51-55's rules
+    assert answer(case["text"])[:1] == [case["expect"]]
