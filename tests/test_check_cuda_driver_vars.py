@@ -219,14 +219,18 @@ def _run(facts: dict, only: tuple) -> dict:
     return {r.id: r for r in checks.run_steps(checks.ordered(only), facts)}
 
 
-def _stub_machine():
-    # tests/test_libs.py's stub scenario: the toolkit's stubs folder first on LD_LIBRARY_PATH, torch's maps show it
+def _stub_machine(link_dir: str = ""):
+    # tests/test_libs.py's stub scenario: the toolkit's stubs folder first on LD_LIBRARY_PATH, torch's maps show it;
+    # `link_dir`: as on the H200 (s35_stub_*_final.txt), a folder of one's own named stubs holding a link to the stub
+    # first on LD_LIBRARY_PATH instead (torch's maps then show only the stub's real path)
     from libs_support import base_facts, data, h200_system, h200_torch
 
     stub_dir = "/usr/local/cuda-13.0/targets/x86_64-linux/lib/stubs"
-    s = h200_system(dict(h200_system().env, LD_LIBRARY_PATH=f"{stub_dir}:/usr/local/nvidia/lib64"))
+    s = h200_system(dict(h200_system().env, LD_LIBRARY_PATH=f"{link_dir or stub_dir}:/usr/local/nvidia/lib64"))
     s.add_file(stub_dir + "/libcuda.so", b"\x7fELF")
     s.symlinks[stub_dir + "/libcuda.so.1"] = "libcuda.so"
+    if link_dir:
+        s.symlinks[link_dir + "/libcuda.so.1"] = stub_dir + "/libcuda.so"
     maps = [p for p in data("libs", "h200_maps.txt").split() if "libcuda.so" not in p] + [stub_dir + "/libcuda.so"]
     torch = h200_torch(libraries=maps, available=False, init_error=STUB)
     return base_facts(s, torch=Fact.found(torch))
@@ -244,18 +248,28 @@ def test_a_loaded_stub_is_named_by_torch_and_libraries_and_not_again_by_the_envi
     assert {f.id: f.status.value for f in alone["environment"].findings}["env.ld-library-path.stubs"] == "fail"
 
 
+def test_a_stub_linked_from_a_folder_of_ones_own_is_named_once_with_that_folder():
+    # (the H200, session 35: /tmp/s/stubs/libcuda.so.1 -> the toolkit's stub; the environment step still repeated the
+    # libraries step's finding, whose evidence named no LD_LIBRARY_PATH entry)
+    r = _run(_stub_machine("/tmp/s/stubs"), ("torch.cuda", "libraries", "environment"))
+    t = r["torch.cuda"].findings[0]
+    assert t.id == "torch.cuda.stub-libcuda" and t.fix.commands[0] == "export LD_LIBRARY_PATH=/usr/local/nvidia/lib64"
+    assert "env.ld-library-path.stubs" not in {f.id for f in r["environment"].findings}
+
+
 def test_a_stub_from_the_linker_cache_is_fixed_there_not_in_ld_library_path():
     # (review s35) a stubs folder on LD_LIBRARY_PATH that did not give the loaded stub: dropping it would change nothing
     from types import SimpleNamespace
 
-    from cudadoctor.checks.libraries import stub_fix_commands
+    from cudadoctor.checks.libraries import stub_fix
 
     info = SimpleNamespace(ld_library_path=["/usr/local/cuda/lib64/stubs", "/usr/local/nvidia/lib64"])
     cache = SimpleNamespace(via="ldconfig cache", path="/usr/local/cuda/lib64/stubs/libcuda.so.1")
-    assert stub_fix_commands(info, cache)[0].startswith("grep -rn stubs /etc/ld.so.conf")
+    found, text, cmds = stub_fix(info, cache)
+    assert cmds[0].startswith("grep -rn stubs /etc/ld.so.conf") and "linker cache" in found
     env = SimpleNamespace(via="LD_LIBRARY_PATH entry /opt/app/lib", path="/opt/app/lib/libcuda.so.1")
     info = SimpleNamespace(ld_library_path=["/opt/app/lib", "/usr/local/nvidia/lib64"])
-    assert stub_fix_commands(info, env) == ("export LD_LIBRARY_PATH=/usr/local/nvidia/lib64",)
+    assert stub_fix(info, env)[2] == ("export LD_LIBRARY_PATH=/usr/local/nvidia/lib64",)
 
 
 @pytest.mark.parametrize("vars_", [None, {"CUDA_DEVICE_ORDER": None}, {"CUDA_DEVICE_ORDER": 5, "CUDA_FORCE_PTX_JIT": 1}])

@@ -177,11 +177,11 @@ def visible_devices_finding(ctx: Context, value: str) -> Finding:
                    detail="Entries after the first invalid one are ignored.", fix=fix_unset, evidence=ev)
 
 
-def stub_named_by_libraries(ctx: Context) -> bool:
-    """The libraries step (earlier) failed on a stub libcuda loaded through LD_LIBRARY_PATH: its fix drops the folder."""
+def stub_named_by_libraries(ctx: Context, fix_cmd: str) -> bool:
+    """The libraries step (earlier) failed on a stub libcuda with this same fix (dropping these stubs folders)."""
     res = ctx.results.get("libraries")
-    return res is not None and any(f.id == "libs.stub-libcuda" and str(f.evidence.get("via", "")).startswith(
-        "LD_LIBRARY_PATH") for f in res.findings)
+    return res is not None and any(f.id == "libs.stub-libcuda" and f.fix is not None and fix_cmd in f.fix.commands
+                                   for f in res.findings)
 
 
 @step("environment", "environment variables", order=70,
@@ -250,7 +250,7 @@ def check_environment(ctx: Context) -> Outcome:
             m = re.search(r"/cuda-(\d+)\.(\d+)(?:/|$)", e)
             if m and torch_cuda and int(m.group(1)) != torch_cuda[0]:
                 other_tk.append(e)
-        if stubs and not stub_named_by_libraries(ctx):  # one fault, one problem: that step gives the same fix
+        if stubs and not stub_named_by_libraries(ctx, ld_without(ldp, set(stubs))):  # one fault, one problem
             findings.append(Finding("env.ld-library-path.stubs", Status.FAIL,
                                     f"LD_LIBRARY_PATH holds the toolkit's stubs folder: {', '.join(stubs)}",
                                     detail="The stub libcuda.so found there replaces the driver's at run time "

@@ -52,16 +52,19 @@ def loaded_stub(info):
     return next((x for x in info.loaded if x.family == "libcuda" and x.origin == L.STUB), None)
 
 
-def stub_fix_commands(info, s) -> tuple:
-    """What takes the stub libcuda `s` out of the loader's way, from how it was found: the LD_LIBRARY_PATH folder that
-    gave it (and any other stubs folder there), or the linker cache that lists it, else where it lies."""
+def stub_fix(info, s) -> tuple:
+    """(where it came from, fix text, commands) that take the stub libcuda `s` out of the loader's way, from how it was
+    found: the LD_LIBRARY_PATH folder that gave it (and any other stubs folder there: a link in a folder of one's own
+    is loaded by its real path, so no folder is named for it), or the linker cache that lists it, else where it lies."""
     drop = {e for e in info.ld_library_path if is_stubs_dir(e) or s.via == f"LD_LIBRARY_PATH entry {e}"}
     if drop and (s.via.startswith("LD_LIBRARY_PATH") or not s.via):
-        return (ld_without(info.ld_library_path, drop),)
+        return (f"LD_LIBRARY_PATH ({', '.join(sorted(drop))})", "Take the stubs folder out of LD_LIBRARY_PATH so the "
+                "driver's libcuda.so.1 is found:", (ld_without(info.ld_library_path, drop),))
     if s.via == "ldconfig cache":
-        return ("grep -rn stubs /etc/ld.so.conf /etc/ld.so.conf.d/  # the file that adds the stubs folder: remove that line",
-                "sudo ldconfig && ldconfig -p | grep libcuda.so.1  # then only the driver's copy")
-    return (f"ls -l {q(s.path)}  # how it came to be loaded: {s.via or 'unknown'}",)
+        return ("the linker cache (ldconfig)", "Take the stubs folder out of the linker cache so the driver's libcuda.so.1 "
+                "is found:", ("grep -rn stubs /etc/ld.so.conf /etc/ld.so.conf.d/  # the file that adds the stubs folder: "
+                              "remove that line", "sudo ldconfig && ldconfig -p | grep libcuda.so.1  # then only the driver's copy"))
+    return (s.via or "the loader", "Find how it came to be loaded:", (f"ls -l {q(s.path)}",))
 
 
 def driver_named_nvml_shadow(ctx: Context) -> bool:
@@ -107,14 +110,13 @@ def check_libraries(ctx: Context) -> Outcome:
     # 1. the toolkit's stub libcuda
     s = loaded_stub(info)
     if s is not None:
-        cmds = list(stub_fix_commands(info, s))
+        _, fix_text, cmds = stub_fix(info, s)
         findings.append(Finding(
             "libs.stub-libcuda", Status.FAIL, f"the CUDA toolkit's stub libcuda is loaded: {s.realpath}",
             detail="The stub in lib64/stubs exists only for linking; loaded at run time every CUDA call fails "
                    "with CUDA error 34 (cudaErrorStubLibrary: 'CUDA driver is a stub library'). "
                    + (f"It comes from {s.via}." if s.via else ""),
-            fix=Fix("Take the stubs folder out of LD_LIBRARY_PATH so the driver's libcuda.so.1 is found.",
-                    tuple(cmds), DOCS_LOADER),
+            fix=Fix(fix_text, tuple(cmds), DOCS_LOADER),
             evidence={"loaded": s.realpath, "via": s.via, "LD_LIBRARY_PATH": ":".join(info.ld_library_path)},
             affects="every CUDA program"))
 

@@ -15,7 +15,7 @@ from typing import Optional
 
 from cudadoctor.checks.common import env_vars, is_stubs_dir, ld_entries, ld_without, q
 from cudadoctor.checks.env_cuda_driver import device_order_fix, device_order_invalid
-from cudadoctor.checks.libraries import loaded_stub, stub_fix_commands
+from cudadoctor.checks.libraries import loaded_stub, stub_fix
 from cudadoctor.checks.registry import Context, Outcome
 from cudadoctor.model import Finding, Fix, Status
 
@@ -36,19 +36,20 @@ def stub_outcome(ctx: Context, label: str, py: str, ev: dict, err: str) -> Outco
     s = loaded_stub(libs) if libs is not None else None
     ldp = ld_entries(env_vars(ctx))
     if s is not None:
-        cmds, where, ev = stub_fix_commands(libs, s), f" ({s.realpath}, found through {s.via or 'the loader'})", dict(
-            ev, loaded=s.realpath, via=s.via)
+        found, text, cmds = stub_fix(libs, s)
+        where, ev = f" ({s.realpath}, found through {found})", dict(ev, loaded=s.realpath, via=s.via)
     else:  # the libraries were not read: the stubs folders on LD_LIBRARY_PATH, if any
         stubs = {e for e in ldp if is_stubs_dir(e)}
         cmds = (ld_without(ldp, stubs),) if stubs else (
             "ldconfig -p | grep libcuda  # a stubs folder in the linker cache?",)
         where = f" (LD_LIBRARY_PATH holds {', '.join(sorted(stubs))})" if stubs else ""
+        text = "Keep the stub out of the loader's way so the driver's libcuda.so.1 is found:"
     return Outcome("torch loaded the CUDA toolkit's stub libcuda", [Finding(
         "torch.cuda.stub-libcuda", Status.FAIL,
         f"{label} loaded the CUDA toolkit's stub libcuda, not the driver's{where}: {torch_words(err)}",
         "The stub in the toolkit's lib64/stubs exists only for linking; loaded at run time every CUDA call fails "
         "with error 34.",
-        Fix("Keep the stub out of the loader's way so the driver's libcuda.so.1 is found:",
+        Fix(text,
             tuple(cmds) + (f"{q(py)} -c 'import torch; print(torch.cuda.is_available())'",), DOCS_LOADER),
         dict(ev, init_error=err, LD_LIBRARY_PATH=":".join(ldp)), "every CUDA program")])
 
