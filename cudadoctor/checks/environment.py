@@ -6,7 +6,7 @@ import os
 import re
 
 from cudadoctor.checks.common import driver_view, env_vars, is_stubs_dir, ld_entries, ld_without, major_minor, q, visible_ordinals
-from cudadoctor.checks.env_cuda_driver import cuda_driver_findings, device_order_invalid
+from cudadoctor.checks.env_cuda_driver import DOCS_ENV, cuda_driver_findings, device_order_invalid
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.compat import Arch, ptx_jits_on, sass_runs_on
 from cudadoctor.model import Finding, Fix, Status
@@ -56,7 +56,6 @@ NCCL_TRANSPORT_OFF = {"NCCL_P2P_DISABLE": "GPU peer-to-peer (NVLink/PCIe P2P)", 
                       "NCCL_IB_DISABLE": "InfiniBand/RoCE", "NCCL_NVLS_ENABLE": "NVLink SHARP",
                       "NCCL_CUMEM_ENABLE": "cuMem allocations", "NCCL_NET_GDR_LEVEL": "GPUDirect RDMA"}
 CONTAINER_DEFAULT_DIRS = ("/usr/local/nvidia/lib", "/usr/local/nvidia/lib64")
-DOCS_ENV = "https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#env-vars"
 DOCS_ALLOC = "https://pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf"
 DOCS_NCCL = "https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html"
 

@@ -15,14 +15,13 @@ from typing import Optional
 
 from cudadoctor.checks.common import env_vars, is_stubs_dir, ld_entries, ld_without, q
 from cudadoctor.checks.env_cuda_driver import device_order_fix, device_order_invalid
-from cudadoctor.checks.libraries import loaded_stub, stub_fix
+from cudadoctor.checks.libraries import DOCS_LOADER, loaded_stub, stub_fix
 from cudadoctor.checks.registry import Context, Outcome
 from cudadoctor.model import Finding, Fix, Status
 
 RE_STUB = re.compile(r"\berror 34\b|driver is a stub library|cudaErrorStubLibrary|CUDA_ERROR_STUB_LIBRARY", re.I)
 RE_ORDINAL = re.compile(r"\berror 101\b|invalid device ordinal", re.I)
 RE_CODE = re.compile(r"Error \d+: [^\n]*")  # torch's "Error N: <CUDA's words>", the part that says what failed
-DOCS_LOADER = "https://man7.org/linux/man-pages/man8/ld.so.8.html"
 
 
 def torch_words(err: str) -> str:
