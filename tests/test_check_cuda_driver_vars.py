@@ -286,3 +286,18 @@ def failing_torch_info(err: str):
     from libs_support import h200_torch
 
     return h200_torch(available=False, init_error=err)
+
+
+def test_a_carriage_return_at_the_end_of_the_device_order_is_read_as_cuda_reads_it():
+    # (the H200, session 35: CUDA_DEVICE_ORDER='PCI_BUS_ID\r', from a .env file with Windows line endings, gave torch's
+    # 101 while `check` saw 'PCI_BUS_ID' (the env fact shows values without it) and blamed nothing; CUDA_VISIBLE_DEVICES,
+    # PYTORCH_CUDA_ALLOC_CONF, LD_LIBRARY_PATH, CUDA_MODULE_LOADING and TORCH_CUDA_ARCH_LIST with one worked there)
+    sys_ = h200(env={"CUDA_DEVICE_ORDER": "PCI_BUS_ID\r", "CUDA_VISIBLE_DEVICES": "0\r"}, torch=failing_torch(ORDINAL))
+    sts = steps(check(sys_))
+    t = sts["torch.cuda"].findings[0]
+    assert t.id == "torch.cuda.device-order-invalid" and t.evidence["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID\r"
+    assert t.fix.commands[0].startswith("export CUDA_DEVICE_ORDER=PCI_BUS_ID") and "dos2unix" in t.fix.commands[0]
+    assert fids(sts["environment"])["env.cuda-device-order"] == "fail"
+    # the CUDA_VISIBLE_DEVICES beside it, which CUDA read as 0, is not judged as hiding the GPU
+    assert not [f for f in sts["environment"].findings if f.id.startswith("env.cuda-visible-devices") and
+                f.status is not Status.OK]

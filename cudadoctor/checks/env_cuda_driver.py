@@ -28,6 +28,22 @@ FORCED_JIT_ERRORS = re.compile(
     r"CUBLAS_STATUS_NOT_INITIALIZED|\b(?:209|218|222)\b|INVALID_PTX|UNSUPPORTED_PTX|PTX JIT", re.I)
 
 
+CR = "\r"  # a carriage return CUDA reads at the end of a value (seen on the H200: 'PCI_BUS_ID\r' gives 101 too)
+
+
+def env_with_crs(ctx) -> dict:
+    """The env fact's values as CUDA reads them: a carriage return the fact recorded put back at the end (the shown
+    values leave it out; a .env file with Windows line endings puts it there)."""
+    from cudadoctor.checks.common import env_vars
+
+    env = env_vars(ctx)
+    f = ctx.fact("env").value
+    for k in (getattr(f, "carriage_returns", None) or []):
+        if isinstance(k, str) and k in env:
+            env[k] = env[k] + CR
+    return env
+
+
 def device_order_invalid(env: dict) -> bool:
     return "CUDA_DEVICE_ORDER" in env and env["CUDA_DEVICE_ORDER"] not in DEVICE_ORDERS
 
@@ -36,6 +52,8 @@ def device_order_fix(value: str) -> Fix:
     near = value.strip().upper()
     cmd = f"export CUDA_DEVICE_ORDER={near}" if near in DEVICE_ORDERS else (
         "export CUDA_DEVICE_ORDER=PCI_BUS_ID  # nvidia-smi's order; or: unset CUDA_DEVICE_ORDER (FASTEST_FIRST)")
+    if CR in value:  # where it came from: a file with Windows line endings
+        cmd += "  # and save the .env / --env-file it came from with Unix line endings (dos2unix FILE)"
     return Fix("Set it to FASTEST_FIRST or PCI_BUS_ID exactly (upper case, no spaces), or unset it:", (cmd,), DOCS_ENV)
 
 

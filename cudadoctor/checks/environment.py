@@ -6,7 +6,7 @@ import os
 import re
 
 from cudadoctor.checks.common import driver_view, env_vars, is_stubs_dir, ld_entries, ld_without, major_minor, q, visible_ordinals
-from cudadoctor.checks.env_cuda_driver import DOCS_ENV, cuda_driver_findings, device_order_invalid
+from cudadoctor.checks.env_cuda_driver import DOCS_ENV, cuda_driver_findings, device_order_invalid, env_with_crs
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.compat import Arch, ptx_jits_on, sass_runs_on
 from cudadoctor.model import Finding, Fix, Status
@@ -195,8 +195,8 @@ def check_environment(ctx: Context) -> Outcome:
         findings.append(visible_devices_finding(ctx, env["CUDA_VISIBLE_DEVICES"]))
     order = env.get("CUDA_DEVICE_ORDER")
     # (session 35, H200) an invalid CUDA_DEVICE_ORDER stops CUDA (it was called "ignored" here); CUDA_FORCE_PTX_JIT=1
-    findings.extend(cuda_driver_findings(env, ctx.results))
-    if not device_order_invalid(env) and len({g.name for g in dv.gpus}) > 1 and order != "PCI_BUS_ID":
+    findings.extend(cuda_driver_findings(env_with_crs(ctx), ctx.results))  # as CUDA reads them
+    if not device_order_invalid(env_with_crs(ctx)) and len({g.name for g in dv.gpus}) > 1 and order != "PCI_BUS_ID":
         findings.append(Finding("env.cuda-device-order", Status.WARN,
                                 "GPUs of different models: CUDA's ordinals may differ from nvidia-smi's",
                                 detail="CUDA numbers the fastest GPU first; nvidia-smi numbers by PCI bus.",

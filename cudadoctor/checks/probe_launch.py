@@ -12,6 +12,7 @@ from cudadoctor.checks.env_cuda_driver import (
     FORCED_JIT_ERRORS,
     device_order_fix,
     device_order_invalid,
+    env_with_crs,
     forced_ptx_jit,
 )
 from cudadoctor.checks.registry import Context, Outcome, step
@@ -66,8 +67,9 @@ def start_failure_fix(ctx: Context, error: str) -> Fix:
     if ("STUB_LIBRARY" in error or "CUDA_ERROR_34" in error) and stubs:  # the second: the stub's own unnamed code
         return Fix("CUDA loaded the toolkit's stub libcuda: take the stubs folder out of LD_LIBRARY_PATH:",
                    (ld_without(ldp, stubs), "cudadoctor probe"))
-    if "INVALID_DEVICE" in error and device_order_invalid(env):
-        f = device_order_fix(env["CUDA_DEVICE_ORDER"])
+    order_env = env_with_crs(ctx)
+    if "INVALID_DEVICE" in error and device_order_invalid(order_env):
+        f = device_order_fix(order_env["CUDA_DEVICE_ORDER"])
         return Fix(f.text, f.commands + ("cudadoctor probe",), f.docs)
     return Fix("Run the full probe to see each stage:", ("cudadoctor probe",))
 

@@ -14,7 +14,7 @@ import re
 from typing import Optional
 
 from cudadoctor.checks.common import env_vars, is_stubs_dir, ld_entries, ld_without, q
-from cudadoctor.checks.env_cuda_driver import device_order_fix, device_order_invalid
+from cudadoctor.checks.env_cuda_driver import device_order_fix, device_order_invalid, env_with_crs
 from cudadoctor.checks.libraries import DOCS_LOADER, loaded_stub, stub_fix
 from cudadoctor.checks.registry import Context, Outcome
 from cudadoctor.model import Finding, Fix, Status
@@ -68,7 +68,7 @@ def init_cause(ctx: Context, label: str, py: str, ev: dict, err: str) -> Optiona
     """An Outcome naming the cause when torch's initialisation error and the facts show it, else None."""
     if RE_STUB.search(err):
         return stub_outcome(ctx, label, py, ev, err)
-    env = env_vars(ctx)
+    env = env_with_crs(ctx)
     if RE_ORDINAL.search(err) and device_order_invalid(env):
         return device_order_outcome(label, py, ev, err, env["CUDA_DEVICE_ORDER"])
     return None

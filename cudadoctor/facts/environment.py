@@ -13,8 +13,10 @@ from cudadoctor.system.base import System
 
 @gatherer("env", value_type=EnvInfo)
 def gather_env(system: System, opts: Options, deps: dict) -> Fact:
-    """Allow-listed environment variables."""
-    return Fact.found(EnvInfo(vars=allowed_env(system.env)), "environment")
+    """Allow-listed environment variables, and which of them hold a carriage return (shown without it)."""
+    shown = allowed_env(system.env)
+    return Fact.found(EnvInfo(vars=shown, carriage_returns=sorted(k for k in shown if "\r" in (system.env.get(k) or ""))),
+                      "environment")
 
 
 def detect_container(system: System) -> tuple:

@@ -238,3 +238,6 @@ class ToolkitInfo:
 @dataclass
 class EnvInfo:
     vars: dict = field(default_factory=dict)  # allow-listed name -> value (secret-looking values redacted)
+    # allow-listed names whose raw value holds a carriage return (a .env file saved with Windows line endings, docker
+    # --env-file): `vars` shows them without it, CUDA reads them with it (CUDA_DEVICE_ORDER then stops CUDA)
+    carriage_returns: list = field(default_factory=list)
