@@ -301,3 +301,9 @@ def test_a_carriage_return_at_the_end_of_the_device_order_is_read_as_cuda_reads_
     # the CUDA_VISIBLE_DEVICES beside it, which CUDA read as 0, is not judged as hiding the GPU
     assert not [f for f in sts["environment"].findings if f.id.startswith("env.cuda-visible-devices") and
                 f.status is not Status.OK]
+
+
+@pytest.mark.parametrize("value, warned", [("1", True), ("0", False), ("", False)])
+def test_disable_ptx_jit_is_a_warning_about_ptx_only_code(value, warned):
+    env = fids(steps(check(h200(env={"CUDA_DISABLE_PTX_JIT": value})))["environment"])
+    assert (env.get("env.cuda-disable-ptx-jit") == "warn") is warned

@@ -289,3 +289,17 @@ def test_scan_commands_ld_library_path_fix_keeps_the_other_folders():
     assert fix_command(f, (9, 0), "/usr/bin/python3", env) == \
         "export LD_LIBRARY_PATH=/usr/local/nvidia/lib64:/usr/local/nvidia/lib"
     assert fix_command(f, (9, 0), "/usr/bin/python3", {"LD_LIBRARY_PATH": "/home/u/lib"}) == "unset LD_LIBRARY_PATH"
+
+
+def test_ptx_only_binaries_fail_where_cuda_disable_ptx_jit_forbids_their_jit():
+    # (session 35, H200: a compute_80-only kernel failed "PTX JIT compilation was disabled" under CUDA_DISABLE_PTX_JIT=1
+    # with a cold JIT cache, ran from a warm one; torch, with SASS, ran)
+    info, _ = scan_python(_fs(), "/venv/bin/python")
+    ctx = _ctx(info)
+    ctx.facts["env"] = Fact.found(EnvInfo(vars={"CUDA_DISABLE_PTX_JIT": "1"}), "env")
+    out = check_probe_scan(ctx)
+    f = next(f for f in out.findings if f.id == "probe.scan.ptx-jit-only")
+    assert f.status is Status.FAIL and f.evidence["CUDA_DISABLE_PTX_JIT"] == "1"
+    assert f.fix.commands[0] == "unset CUDA_DISABLE_PTX_JIT"
+    ctx.facts["env"] = Fact.found(EnvInfo(vars={"CUDA_DISABLE_PTX_JIT": "0"}), "env")
+    assert _ids(check_probe_scan(ctx))["probe.scan.ptx-jit-only"] == Status.WARN

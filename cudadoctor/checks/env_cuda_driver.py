@@ -106,6 +106,23 @@ def forced_ptx_jit_failure(fid: str, what: str, err: str, ev: dict, py: str = ""
                    dict(ev, **{FORCE_PTX_JIT: "1"}), "every CUDA program")
 
 
+def jit_disabled(env: dict) -> bool:
+    """CUDA_DISABLE_PTX_JIT=1: PTX-only code fails 'PTX JIT compilation was disabled' (seen on the H200 with a
+    compute_80-only kernel), unless the JIT cache already holds it (it then ran); code with SASS is untouched (torch)."""
+    return env.get("CUDA_DISABLE_PTX_JIT") == "1"
+
+
+def disable_jit_finding() -> Finding:
+    return Finding(
+        "env.cuda-disable-ptx-jit", Status.WARN,
+        "CUDA_DISABLE_PTX_JIT=1: code with only PTX for this GPU fails ('PTX JIT compilation was disabled')",
+        detail="Binaries with SASS for the GPU run as before (torch's wheels); a binary or extension built only as PTX "
+               "for it (probe.scan lists them) fails, unless the JIT cache already holds it from an earlier run (seen on "
+               "an H200: the same kernel failed cold and ran warm).",
+        fix=Fix("Unset it unless you are testing that every binary has SASS:", ("unset CUDA_DISABLE_PTX_JIT",), DOCS_ENV),
+        evidence={"CUDA_DISABLE_PTX_JIT": "1"})
+
+
 def cuda_driver_findings(env: dict, results: dict) -> list:
     """`results`: the steps judged before this one (torch.cuda, torch.op, torch.triton come earlier)."""
     out = []
@@ -116,4 +133,6 @@ def cuda_driver_findings(env: dict, results: dict) -> list:
         failed = [sid for sid in ("torch.op", "torch.triton") if sid in results and any(
             f.evidence.get(FORCE_PTX_JIT) == "1" and f.status is Status.FAIL for f in results[sid].findings)]
         out.append(force_ptx_jit_finding(failed))
+    if jit_disabled(env):
+        out.append(disable_jit_finding())
     return out

@@ -9,6 +9,7 @@ import re
 from typing import Optional
 
 from cudadoctor.checks.common import env_vars, ld_without, q
+from cudadoctor.checks.env_cuda_driver import jit_disabled
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.compat import NATIVE, NO_IMAGE, PTX_JIT, PTX_TOO_NEW, cc_str
 from cudadoctor.model import Finding, Fix, Status
@@ -183,15 +184,22 @@ def check_probe_scan(ctx: Context) -> Outcome:
     for j in jit:
         if _owner_key(j.file) not in groups:
             jit_groups.setdefault(_owner_key(j.file), []).append(j)
+    no_jit = jit_disabled(_env_vars(ctx))
     for key, js in sorted(jit_groups.items()):
+        fix = rebuild_fix(js[0].file, cc, py, f"Rebuild {key} with SASS for sm_{cc[0]}{cc[1]} (no JIT at start-up):",
+                          _env_vars(ctx))
+        if no_jit:  # (session 35, H200) a PTX-only kernel failed cold under it, and ran from a warm JIT cache
+            fix = Fix("Unset CUDA_DISABLE_PTX_JIT (a kernel JIT-compiled before may still run from the JIT cache), or "
+                      + fix.text[:1].lower() + fix.text[1:], ("unset CUDA_DISABLE_PTX_JIT",) + fix.commands, fix.docs)
         findings.append(Finding(
-            "probe.scan.ptx-jit-only", Status.WARN,
+            "probe.scan.ptx-jit-only", Status.FAIL if no_jit else Status.WARN,
             f"{key}: {len(js)} CUDA binar{'y' if len(js) == 1 else 'ies'} carry no SASS for cc {cc_str(cc)} and run "
-            f"only through the driver's PTX JIT (slow first launch; needs a writable JIT cache, ~/.nv/ComputeCache)",
+            + ("only through the driver's PTX JIT, which CUDA_DISABLE_PTX_JIT=1 forbids here ('PTX JIT compilation "
+               "was disabled')" if no_jit else
+               "only through the driver's PTX JIT (slow first launch; needs a writable JIT cache, ~/.nv/ComputeCache)"),
             detail="; ".join(f"{j.file.path} ({_where(j.file)}): {j.reason}" for j in js[:5]),
-            fix=rebuild_fix(js[0].file, cc, py, f"Rebuild {key} with SASS for sm_{cc[0]}{cc[1]} (no JIT at start-up):",
-                             _env_vars(ctx)),
-            evidence={"files": [_file_evidence(j) for j in js]}, affects=key))
+            fix=fix, evidence=dict({"files": [_file_evidence(j) for j in js]},
+                                   **({"CUDA_DISABLE_PTX_JIT": "1"} if no_jit else {})), affects=key))
     if unreadable:
         findings.append(Finding("probe.scan.unreadable", Status.WARN,
                                 f"{len(unreadable)} CUDA file(s) could not be read (truncated or corrupt)",
