@@ -230,4 +230,6 @@ def check_probe_scan(ctx: Context) -> Outcome:
                                           "roots": len(getattr(info, "roots", []))}))
     summary = (f"{len(bad)} of {n} CUDA binaries cannot run on cc {cc_str(cc)}" if bad else
                f"{n} CUDA binaries can run on cc {cc_str(cc)}")
+    if no_jit and jit:  # the PTX-only ones cannot run here either: the JIT they need is forbidden
+        summary += f"; {len(jit)} only through the PTX JIT, which CUDA_DISABLE_PTX_JIT=1 forbids"
     return Outcome(summary, findings)
