@@ -111,10 +111,24 @@ def test_ld_library_path_stubs_other_toolkit_and_missing_dirs():
     assert ids["env.ld-library-path.missing-dirs"] is Status.WARN
 
 
-def test_container_variables():
-    assert finding_ids(run_env({"NVIDIA_VISIBLE_DEVICES": "void"}))["env.nvidia-visible-devices"] is Status.FAIL
-    ids = finding_ids(run_env({"NVIDIA_DRIVER_CAPABILITIES": "utility"}))
+def test_container_variables_where_the_container_lacks_what_they_give():
+    # no GPU listed and no GPU device file: NVIDIA_VISIBLE_DEVICES=void is the reason
+    from cudadoctor.facts.types import NvmlInfo, SmiInfo, UserspaceDriverInfo
+
+    none = dict(nvidia_smi=Fact.found(SmiInfo(path="/usr/bin/nvidia-smi", driver_version="580.159.04", gpus=[])),
+                nvml=Fact.found(NvmlInfo(driver_version="580.159.04", gpus=[])))
+    assert finding_ids(run_env({"NVIDIA_VISIBLE_DEVICES": "void"}, **none))["env.nvidia-visible-devices"] is Status.FAIL
+    # no libcuda: NVIDIA_DRIVER_CAPABILITIES without compute is the reason
+    ids = finding_ids(run_env({"NVIDIA_DRIVER_CAPABILITIES": "utility"},
+                              userspace_driver=Fact.found(UserspaceDriverInfo(libnvidia_ml="/usr/lib/libnvidia-ml.so.1"))))
     assert ids["env.nvidia-driver-capabilities"] is Status.WARN
+
+
+def test_container_variables_set_inside_a_container_that_has_its_gpu_are_not_blamed():
+    # (session 35, the H200: exported in a shell inside a container with its GPU, both changed nothing for torch or
+    # nvidia-smi; `check` failed NVIDIA_VISIBLE_DEVICES=void as "the container runtime exposes no GPU")
+    assert finding_ids(run_env({"NVIDIA_VISIBLE_DEVICES": "void"}))["env.nvidia-visible-devices"] is Status.OK
+    assert finding_ids(run_env({"NVIDIA_DRIVER_CAPABILITIES": "graphics"}))["env.nvidia-driver-capabilities"] is Status.OK
 
 
 def test_cuda_cache_disabled():

@@ -6,6 +6,7 @@ import os
 import re
 
 from cudadoctor.checks.common import driver_view, env_vars, is_stubs_dir, ld_entries, ld_without, major_minor, q, visible_ordinals
+from cudadoctor.checks.env_container import container_runtime_findings
 from cudadoctor.checks.env_cuda_driver import DOCS_ENV, cuda_driver_findings, device_order_invalid, env_with_crs
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.compat import Arch, ptx_jits_on, sass_runs_on
@@ -184,7 +185,8 @@ def stub_named_by_libraries(ctx: Context, fix_cmd: str) -> bool:
 
 
 @step("environment", "environment variables", order=70,
-      facts=("env", "torch", "nvidia_smi", "nvml", "kernel_module", "device_nodes", "toolkit", "platform", "libs"))
+      facts=("env", "torch", "nvidia_smi", "nvml", "kernel_module", "device_nodes", "toolkit", "platform", "libs",
+             "userspace_driver"))
 def check_environment(ctx: Context) -> Outcome:
     """CUDA_VISIBLE_DEVICES, LD_LIBRARY_PATH, TORCH_CUDA_ARCH_LIST, allocator and NCCL settings."""
     env = env_vars(ctx)
@@ -316,27 +318,8 @@ def check_environment(ctx: Context) -> Outcome:
                 findings.append(Finding("env.alloc-conf", Status.OK, f"{name}={env[name]}",
                                         evidence={name: env[name]}))
 
-    # container runtime variables
-    nvd = env.get("NVIDIA_VISIBLE_DEVICES")
-    if nvd is not None and nvd.strip().lower() in ("void", "none", ""):
-        findings.append(Finding("env.nvidia-visible-devices", Status.FAIL,
-                                f"NVIDIA_VISIBLE_DEVICES={nvd or '(empty)'}: the container runtime exposes no GPU",
-                                fix=Fix("Start the container with GPUs.",
-                                        ("docker run --gpus all ...", "export NVIDIA_VISIBLE_DEVICES=all"),
-                                        "https://docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/"
-                                        "docker-specialized.html"),
-                                evidence={"NVIDIA_VISIBLE_DEVICES": nvd}))
-    caps = env.get("NVIDIA_DRIVER_CAPABILITIES")
-    if caps is not None:
-        have = {c.strip() for c in caps.split(",")}
-        lack = [c for c in ("compute", "utility") if c not in have and "all" not in have]
-        if lack:
-            findings.append(Finding("env.nvidia-driver-capabilities", Status.WARN,
-                                    f"NVIDIA_DRIVER_CAPABILITIES={caps} lacks {', '.join(lack)}",
-                                    detail="'compute' mounts libcuda (CUDA), 'utility' mounts nvidia-smi and NVML.",
-                                    fix=Fix("Start the container with compute and utility.",
-                                            ("docker run --gpus all -e NVIDIA_DRIVER_CAPABILITIES=compute,utility ...",)),
-                                    evidence={"NVIDIA_DRIVER_CAPABILITIES": caps}))
+    # container runtime variables: read by the runtime when a container starts (env_container.py)
+    findings.extend(container_runtime_findings(ctx, env))
 
     # JIT cache
     if env.get("CUDA_CACHE_DISABLE", "0") not in ("", "0"):
