@@ -307,3 +307,31 @@ def test_a_carriage_return_at_the_end_of_the_device_order_is_read_as_cuda_reads_
 def test_disable_ptx_jit_is_a_warning_about_ptx_only_code(value, warned):
     env = fids(steps(check(h200(env={"CUDA_DISABLE_PTX_JIT": value})))["environment"])
     assert (env.get("env.cuda-disable-ptx-jit") == "warn") is warned
+
+
+def _cvd_cases():
+    from scenarios import UUID
+
+    low = "gpu-" + UUID[4:]
+    # (value, what torch.cuda.device_count() gave on the H200, session 35, .gpu/s35l.sh; env finding expected)
+    return [(UUID[:8], 1, "env.cuda-visible-devices"), (UUID, 1, "env.cuda-visible-devices"),
+            (low, 0, "env.cuda-visible-devices.none"), ("0 ", 1, "env.cuda-visible-devices"),
+            (" 0", 1, "env.cuda-visible-devices"), ("0,0", 0, "env.cuda-visible-devices.none"),
+            ("-1", 0, "env.cuda-visible-devices.none"), ("1", 0, "env.cuda-visible-devices.none"),
+            ("0,1", 1, "env.cuda-visible-devices.truncated"), ("GPU-bogus", 0, "env.cuda-visible-devices.none"),
+            ("0,GPU-bogus", 1, "env.cuda-visible-devices.truncated"), ("GPU-bogus,0", 0, "env.cuda-visible-devices.none"),
+            ("all", 0, "env.cuda-visible-devices.none"), ("0-0", 1, "env.cuda-visible-devices"),
+            ("00", 1, "env.cuda-visible-devices")]
+
+
+@pytest.mark.parametrize("value, torch_count, env_id", _cvd_cases())
+def test_cuda_visible_devices_is_read_as_cuda_read_it_on_the_h200(value, torch_count, env_id):
+    # before: '0-0' (torch saw the GPU) failed as "leaves no GPU visible"; '0,0' and a lower-case 'gpu-' UUID (torch saw
+    # none) were "torch.cuda.is_available() is False" with no cause named
+    torch = FakeCmd(torch_stages(visible=value)) if torch_count else FakeCmd(
+        torch_stages(available=False, count=0, visible=value, init_error=""))
+    sts = steps(check(h200(env={"CUDA_VISIBLE_DEVICES": value}, torch=torch)))
+    env = {f.id: f.status.value for f in sts["environment"].findings if f.id.startswith("env.cuda-visible-devices")}
+    assert list(env) == [env_id]
+    t = sts["torch.cuda"].findings[0].id
+    assert t == ("torch.cuda.ok" if torch_count else "torch.cuda.hidden-by-visible-devices")

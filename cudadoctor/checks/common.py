@@ -17,7 +17,9 @@ def visible_ordinals(value: Optional[str], count: int, uuids: list) -> Optional[
     """The physical GPUs CUDA_VISIBLE_DEVICES leaves visible (None when it is unset).
 
     The CUDA runtime reads the list left to right and stops at the first entry that is not a valid
-    device (an ordinal out of range, a negative number, an unknown UUID).
+    device (an ordinal out of range, a negative number, an unknown UUID). As seen on an H200 (driver 580, session 35):
+    an ordinal is read from its leading digits ("0-0" and "00" are GPU 0, "0 " too); a GPU named twice ("0,0") leaves
+    none visible; a UUID needs its "GPU-" in upper case ("gpu-<uuid>" hides the GPU), and a unique prefix of it works.
     """
     if value is None:
         return None
@@ -26,19 +28,24 @@ def visible_ordinals(value: Optional[str], count: int, uuids: list) -> Optional[
         tok = tok.strip()
         if not tok:
             break
-        if re.fullmatch(r"-?\d+", tok):
-            n = int(tok)
-            if n < 0 or n >= count or n in out:
+        m = re.match(r"\d+", tok)
+        if m or tok.startswith("-"):
+            n = int(m.group()) if m else -1
+            if n < 0 or n >= count:
                 break
+            if n in out:
+                return []  # named twice: CUDA shows no GPU at all
             out.append(n)
             continue
-        if tok.upper().startswith(("GPU-", "MIG-")):
+        if tok.startswith(("GPU-", "MIG-")):
             hits = [i for i, u in enumerate(uuids) if u and u.lower().startswith(tok.lower())]
-            if tok.upper().startswith("MIG-"):
+            if tok.startswith("MIG-"):
                 out.append(-1)  # a MIG instance: visible, not a whole GPU ordinal
                 continue
-            if len(hits) != 1 or hits[0] in out:
+            if len(hits) != 1:
                 break
+            if hits[0] in out:
+                return []
             out.append(hits[0])
             continue
         break

@@ -141,25 +141,36 @@ def visible_devices_finding(ctx: Context, value: str) -> Finding:
                               "'no CUDA-capable device is detected').", fix=fix_unset, evidence=ev)
     migs = _mig_uuids(ctx)
     good: list = []
-    bad = ""
+    seen: list = []  # the physical GPUs named so far
+    bad = twice = ""
     for tok in tokens:
-        if dv.gpus_unknown and tok.upper().startswith(("GPU-", "MIG-")):
+        if dv.gpus_unknown and tok.startswith(("GPU-", "MIG-")):
             good.append(tok)  # nvidia-smi and NVML cannot list the GPUs here: no UUIDs to compare with
             continue
-        if tok.upper().startswith("MIG-"):
+        if tok.startswith("MIG-"):
             if not any(m.lower().startswith(tok.lower()) for m in migs):
                 bad = tok
                 break
             good.append(tok)
             continue
-        got = visible_ordinals(tok, count, uuids) if count else None
-        if re.fullmatch(r"-?\d+", tok) and not count:
+        if (re.match(r"\d", tok) or tok.startswith("-")) and not count:
             good.append(tok)  # no GPU list to compare with
             continue
-        if not got or tok in good:
+        got = visible_ordinals(tok, count, uuids) if count else None
+        if not got:
             bad = tok
             break
+        if got[0] in seen:  # (session 35, H200) "0,0": CUDA then shows no GPU at all
+            twice = tok
+            break
+        seen.append(got[0])
         good.append(tok)
+    if twice:
+        return Finding("env.cuda-visible-devices.none", Status.FAIL,
+                       f"CUDA_VISIBLE_DEVICES={value} names a GPU twice ('{twice}'): CUDA then shows no GPU",
+                       detail="A GPU listed twice (by index or UUID) makes CUDA see none at all (seen on an H200: "
+                              "'0,0' gave torch.cuda.device_count() 0), not the list up to the repeat.",
+                       fix=fix_unset, evidence=ev)
     if not bad:
         return Finding("env.cuda-visible-devices", Status.OK,
                        f"CUDA_VISIBLE_DEVICES={value}: {len(good)} of {count or '?'} GPUs visible", evidence=ev)

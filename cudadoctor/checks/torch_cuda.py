@@ -183,7 +183,8 @@ def check_torch_cuda(ctx: Context) -> Outcome:
                 "torch.cuda.hidden-by-visible-devices", Status.FAIL,
                 f"CUDA_VISIBLE_DEVICES={cvd!r} hides all {n} GPU{'s' if n != 1 else ''} the driver sees",
                 "CUDA reads CUDA_VISIBLE_DEVICES left to right and stops at the first entry that is not a valid "
-                f"device; valid ordinals here are 0..{n - 1} (or GPU UUIDs).",
+                f"device, and a GPU named twice hides them all; valid ordinals here are 0..{n - 1} (or GPU UUIDs, "
+                "'GPU-' in upper case).",
                 Fix("Unset it, or list GPUs that exist:",
                     ("unset CUDA_VISIBLE_DEVICES", f"export CUDA_VISIBLE_DEVICES={','.join(str(i) for i in range(n))}",
                      "nvidia-smi -L  # the GPUs and their UUIDs")), dict(ev, CUDA_VISIBLE_DEVICES=cvd), "torch")])
