@@ -76,6 +76,12 @@ def env_vars(ctx) -> dict:
     return {k: v for k, v in dict(vs or {}).items() if isinstance(k, str) and isinstance(v, str)}
 
 
+def earlier_findings(ctx, step_id: str) -> tuple:
+    """The findings of a step judged before this one (the checklist runs in order), () when it was not run."""
+    res = ctx.results.get(step_id)
+    return res.findings if res is not None else ()
+
+
 def ld_entries(env: dict) -> list:
     """LD_LIBRARY_PATH's folders, in order, empty entries left out."""
     return [e for e in env.get("LD_LIBRARY_PATH", "").split(":") if e]

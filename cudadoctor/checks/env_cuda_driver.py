@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from cudadoctor.checks.common import q
+from cudadoctor.checks.common import earlier_findings, env_vars, q
 from cudadoctor.model import Finding, Fix, Status
 
 DOCS_ENV = "https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html#env-vars"
@@ -34,8 +34,6 @@ CR = "\r"  # a carriage return CUDA reads at the end of a value (seen on the H20
 def env_with_crs(ctx) -> dict:
     """The env fact's values as CUDA reads them: a carriage return the fact recorded put back at the end (the shown
     values leave it out; a .env file with Windows line endings puts it there)."""
-    from cudadoctor.checks.common import env_vars
-
     env = env_vars(ctx)
     f = ctx.fact("env").value
     for k in (getattr(f, "carriage_returns", None) or []):
@@ -123,15 +121,15 @@ def disable_jit_finding() -> Finding:
         evidence={"CUDA_DISABLE_PTX_JIT": "1"})
 
 
-def cuda_driver_findings(env: dict, results: dict) -> list:
-    """`results`: the steps judged before this one (torch.cuda, torch.op, torch.triton come earlier)."""
+def cuda_driver_findings(ctx, env: dict) -> list:
+    """`env`: the values as CUDA reads them; torch.cuda, torch.op and torch.triton are judged before this step."""
     out = []
     if device_order_invalid(env):
-        tc = results.get("torch.cuda")
+        tc = ctx.results.get("torch.cuda")
         out.append(device_order_finding(env["CUDA_DEVICE_ORDER"], tc is not None and tc.status is Status.OK))
     if forced_ptx_jit(env):
-        failed = [sid for sid in ("torch.op", "torch.triton") if sid in results and any(
-            f.evidence.get(FORCE_PTX_JIT) == "1" and f.status is Status.FAIL for f in results[sid].findings)]
+        failed = [sid for sid in ("torch.op", "torch.triton") if any(
+            f.evidence.get(FORCE_PTX_JIT) == "1" and f.status is Status.FAIL for f in earlier_findings(ctx, sid))]
         out.append(force_ptx_jit_finding(failed))
     if jit_disabled(env):
         out.append(disable_jit_finding())

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 
-from cudadoctor.checks.common import driver_view, env_vars, is_stubs_dir, ld_entries, ld_without, major_minor, q, visible_ordinals
+from cudadoctor.checks.common import driver_view, earlier_findings, env_vars, is_stubs_dir, ld_entries, ld_without, major_minor, q, visible_ordinals
 from cudadoctor.checks.env_container import container_runtime_findings
 from cudadoctor.checks.env_cuda_driver import DOCS_ENV, cuda_driver_findings, device_order_invalid, env_with_crs
 from cudadoctor.checks.registry import Context, Outcome, step
@@ -190,9 +190,8 @@ def visible_devices_finding(ctx: Context, value: str) -> Finding:
 
 def stub_named_by_libraries(ctx: Context, fix_cmd: str) -> bool:
     """The libraries step (earlier) failed on a stub libcuda with this same fix (dropping these stubs folders)."""
-    res = ctx.results.get("libraries")
-    return res is not None and any(f.id == "libs.stub-libcuda" and f.fix is not None and fix_cmd in f.fix.commands
-                                   for f in res.findings)
+    return any(f.id == "libs.stub-libcuda" and f.fix is not None and fix_cmd in f.fix.commands
+               for f in earlier_findings(ctx, "libraries"))
 
 
 @step("environment", "environment variables", order=70,
@@ -208,8 +207,9 @@ def check_environment(ctx: Context) -> Outcome:
         findings.append(visible_devices_finding(ctx, env["CUDA_VISIBLE_DEVICES"]))
     order = env.get("CUDA_DEVICE_ORDER")
     # (session 35, H200) an invalid CUDA_DEVICE_ORDER stops CUDA (it was called "ignored" here); CUDA_FORCE_PTX_JIT=1
-    findings.extend(cuda_driver_findings(env_with_crs(ctx), ctx.results))  # as CUDA reads them
-    if not device_order_invalid(env_with_crs(ctx)) and len({g.name for g in dv.gpus}) > 1 and order != "PCI_BUS_ID":
+    cuda_env = env_with_crs(ctx)  # the values as CUDA reads them
+    findings.extend(cuda_driver_findings(ctx, cuda_env))
+    if not device_order_invalid(cuda_env) and len({g.name for g in dv.gpus}) > 1 and order != "PCI_BUS_ID":
         findings.append(Finding("env.cuda-device-order", Status.WARN,
                                 "GPUs of different models: CUDA's ordinals may differ from nvidia-smi's",
                                 detail="CUDA numbers the fastest GPU first; nvidia-smi numbers by PCI bus.",

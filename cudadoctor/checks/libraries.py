@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cudadoctor.checks.common import is_stubs_dir, ld_without, q
+from cudadoctor.checks.common import earlier_findings, is_stubs_dir, ld_without, q
 from cudadoctor.checks.registry import Context, Outcome, step
 from cudadoctor.facts import libs as L
 from cudadoctor.model import Finding, Fix, Status
@@ -70,8 +70,7 @@ def stub_fix(info, s) -> tuple:
 def driver_named_nvml_shadow(ctx: Context) -> bool:
     """True when the driver step (earlier in the checklist) already failed on a libnvidia-ml from LD_LIBRARY_PATH
     that is not the loaded driver's (driver.nvml-shadowed)."""
-    res = ctx.results.get("driver")
-    return res is not None and any(f.id == "driver.nvml-shadowed" for f in res.findings)
+    return any(f.id == "driver.nvml-shadowed" for f in earlier_findings(ctx, "driver"))
 
 
 @step("libraries", "libraries loaded", order=60,

@@ -48,10 +48,6 @@ def _jit_folder(f) -> str:
     return f"{f.root.rstrip('/')}/{first}" if first else (f.path.rsplit("/", 1)[0])
 
 
-def _env_vars(ctx: Context) -> dict:
-    return env_vars(ctx)
-
-
 def _where(f) -> str:
     owner = f" {f.install} install of {f.dist}{' ' + f.version if f.version else ''}" if f.dist else ""
     return f"{f.origin}{':' if owner else ''}{owner}"
@@ -112,7 +108,7 @@ def _cannot_run(ctx: Context, key: str, js: list, cc: tuple, name: str, driver_c
     if too_new:
         fix = _too_new_fix(ctx, first, key, driver_cuda, py)
     else:
-        fix = rebuild_fix(first.file, cc, py, f"Build {key} for cc {cc_str(cc)}:", _env_vars(ctx))
+        fix = rebuild_fix(first.file, cc, py, f"Build {key} for cc {cc_str(cc)}:", env_vars(ctx))
     return Finding("probe.scan.ptx-too-new" if too_new else "probe.scan.no-kernel-image", Status.FAIL, summary,
                    detail=detail, fix=fix, evidence={"files": [_file_evidence(j) for j in js]}, affects=key)
 
@@ -150,7 +146,8 @@ def check_probe_scan(ctx: Context) -> Outcome:
                        [Finding("probe.scan.no-gpu", Status.SKIP, "No GPU with a known compute capability; "
                                 "nothing to judge the installed CUDA binaries against.")])
     findings = []
-    arch_list = env_vars(ctx).get("TORCH_CUDA_ARCH_LIST") or ""
+    env = env_vars(ctx)
+    arch_list = env.get("TORCH_CUDA_ARCH_LIST") or ""
     if arch_list:
         sel = arch_list_verdict(arch_list, cc)
         ok_list = f"{cc[0]}.{cc[1]}"
@@ -184,10 +181,10 @@ def check_probe_scan(ctx: Context) -> Outcome:
     for j in jit:
         if _owner_key(j.file) not in groups:
             jit_groups.setdefault(_owner_key(j.file), []).append(j)
-    no_jit = jit_disabled(_env_vars(ctx))
+    no_jit = jit_disabled(env)
     for key, js in sorted(jit_groups.items()):
         fix = rebuild_fix(js[0].file, cc, py, f"Rebuild {key} with SASS for sm_{cc[0]}{cc[1]} (no JIT at start-up):",
-                          _env_vars(ctx))
+                          env)
         if no_jit:  # (session 35, H200) a PTX-only kernel failed cold under it, and ran from a warm JIT cache
             fix = Fix("Unset CUDA_DISABLE_PTX_JIT (a kernel JIT-compiled before may still run from the JIT cache), or "
                       + fix.text[:1].lower() + fix.text[1:], ("unset CUDA_DISABLE_PTX_JIT",) + fix.commands, fix.docs)
