@@ -7,6 +7,7 @@ from cudadoctor.facts.registry import Options, gatherer
 from cudadoctor.model import Fact, FactState
 from cudadoctor.probes.run import LaunchInfo
 from cudadoctor.probes.scan import ScanInfo
+from cudadoctor.probes.torch_links import TorchLinks
 from cudadoctor.system.base import System
 
 
@@ -54,3 +55,22 @@ def gather_probe_launch(system: System, opts: Options, deps: dict) -> Fact:
     if res.compiler_error:
         return Fact.not_found(src, f"no compiler for the probe kernels: {res.compiler_error}", value=info)
     return Fact.found(info, src)
+
+
+@gatherer("torch_links", value_type=TorchLinks, needs=("probe_scan", "torch"))
+def gather_torch_links(system: System, opts: Options, deps: dict) -> Fact:
+    """Each torch extension the scan found (a shared object that needs torch's libraries) against the torch the
+    interpreter imports: the torch libraries it needs exist there, and every torch name it calls is exported."""
+    from cudadoctor.probes.torch_links import judge_links
+
+    scan, torch = deps.get("probe_scan"), deps.get("torch")
+    src = "the torch extensions' dynamic symbols against torch's libraries"
+    info = scan.value if scan is not None else None
+    t = torch.value if torch is not None else None
+    if info is None:
+        return Fact.not_applicable(src, "the interpreter's folders were not scanned")
+    if t is None or not getattr(t, "installed", False) or not getattr(t, "file", ""):
+        return Fact.not_applicable(src, "no torch to check extensions against")
+    links = judge_links(system, list(getattr(info, "linked", []) or []), t.file, list(info.site_packages or []),
+                        t.version, t.cuda, info.python)
+    return Fact.found(links, src, links.seconds)

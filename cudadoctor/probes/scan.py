@@ -33,7 +33,7 @@ from cudadoctor.compat import (
     select_image,
     verdict_runs,
 )
-from cudadoctor.probes import fatbin
+from cudadoctor.probes import elf_dynamic, fatbin
 from cudadoctor.probes.owners import Owners
 from cudadoctor.probes.where import Root, where
 from cudadoctor.settings import env_seconds
@@ -77,6 +77,25 @@ class ScanFile:
 
 
 @dataclass
+class LinkedFile:
+    """A shared object that links against torch's own libraries (an extension: torchvision's _C.so, flash-attn's
+    flash_attn_2_cuda.so, a JIT build): torch_links.py checks it against the torch the interpreter imports."""
+
+    path: str = ""
+    package: str = ""
+    needed: list = field(default_factory=list)  # DT_NEEDED, in order
+    runpath: list = field(default_factory=list)  # DT_RUNPATH, else DT_RPATH ($ORIGIN as written)
+    origin: str = ""
+    root: str = ""
+    via: str = ""
+    dist: str = ""
+    version: str = ""
+    install: str = ""
+    source: str = ""
+    project: str = ""
+
+
+@dataclass
 class ScanRoot:
     path: str = ""
     origin: str = ""
@@ -97,6 +116,7 @@ class ScanInfo:
     roots: list[ScanRoot] = field(default_factory=list)
     skipped: list = field(default_factory=list)  # entries not scanned and why
     cc: str = ""  # the compute capability failing modules were named for ('' when none was known)
+    linked: list[LinkedFile] = field(default_factory=list)  # shared objects that link torch's libraries
 
 
 def site_packages(system, python: str, timeout: float = SITE_TIMEOUT) -> tuple:
@@ -182,33 +202,65 @@ def scan_roots(system, roots: list, owners: Optional[Owners] = None, cc: Optiona
                 continue
             seen.add(real)
             info.candidates += 1
-            f = _read_one(system, path, root, cc)
+            f, linked = _read_one(system, path, root, cc)
             if f is not None:
                 if owners is not None and not f.error:
                     _own(system, f, owners, root)
                 info.files.append(f)
+            if linked is not None:
+                if owners is not None:
+                    _own(system, linked, owners, root)
+                info.linked.append(linked)
     info.seconds = round(time.monotonic() - t0, 3)
     return info
 
 
-def _read_one(system, path: str, root: Root, cc: Optional[tuple]) -> Optional[ScanFile]:
+def _read_one(system, path: str, root: Root, cc: Optional[tuple]) -> tuple:
+    """(ScanFile of a file with CUDA code or an unreadable CUDA file, else None;
+    LinkedFile of a shared object that needs torch's libraries, else None)."""
     rel = os.path.relpath(path, root.path) if root.path else os.path.basename(path)
     pkg = rel.split(os.sep, 1)[0]
     common = dict(origin=root.origin, root=root.path, via=root.via)
     try:
-        b = fatbin.read_file(system, path)
+        src = fatbin.system_source(system, path)
+        b = fatbin.read_source(src, path)
     except fatbin.BinaryFormatError as e:
         if path.endswith((".cubin", ".fatbin")) or "truncated" in str(e) or "corrupt" in str(e):
-            return ScanFile(path, pkg, error=str(e), **common)
-        return None
+            return ScanFile(path, pkg, error=str(e), **common), None
+        return None, None
+    linked = _linked(src, path, pkg, b, common)
     if not b.has_cuda:
-        return None
+        return None, linked
     if cc:
         name_failing(system, path, b, cc)
     loader, reloc = b.judged_modules()
     if not (b.sass or b.ptx or reloc):
+        return None, linked
+    return ScanFile(path, pkg, b.format, b.sass, b.ptx, b.ptx_isa(), modules=loader, relocatable=reloc,
+                    **common), linked
+
+
+def _linked(src, path: str, pkg: str, b, common: dict) -> Optional[LinkedFile]:
+    """A LinkedFile when `path` is a shared object whose DT_NEEDED names one of torch's libraries; torch's own
+    files (its package folder) are torch itself, not an extension of it."""
+    if b.format != "elf" or b.elf_type != elf_dynamic.ET_DYN or pkg == "torch" or "/site-packages/torch/" in path:
         return None
-    return ScanFile(path, pkg, b.format, b.sass, b.ptx, b.ptx_isa(), modules=loader, relocatable=reloc, **common)
+    try:
+        d = elf_dynamic.dynamic_of(src, path)
+    except fatbin.BinaryFormatError:
+        return None
+    if not any(is_torch_library(n) for n in d.needed):
+        return None
+    return LinkedFile(path, pkg, d.needed, d.runpath or d.rpath, **common)
+
+
+_TORCH_LIBRARY = re.compile(r"^lib(?:c10|torch)(?:_[a-z0-9_]+)?\.so$")
+
+
+def is_torch_library(soname: str) -> bool:
+    """libc10.so, libc10_cuda.so, libtorch.so, libtorch_cpu.so, libtorch_cuda.so, libtorch_python.so, ...:
+    the libraries torch ships in torch/lib, which an extension finds already loaded by `import torch`."""
+    return bool(_TORCH_LIBRARY.match(soname))
 
 
 def name_failing(system, path: str, b, cc: tuple, driver_cuda: Optional[str] = None) -> tuple:

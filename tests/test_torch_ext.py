@@ -1,0 +1,203 @@
+"""torch extensions against the torch that is imported (probes/elf_dynamic.py, probes/torch_links.py, step torch.ext).
+
+The live tests build small shared objects with the real C++ compiler, linked to the real torch's libc10.so (as every
+torch extension is), and compare cudadoctor's verdict with what the loader really does when the extension is opened
+after `import torch` (ctypes adds RTLD_NOW, as Python's import of an extension module does).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cudadoctor.checks.registry import Context
+from cudadoctor.checks.torch_ext import check_torch_ext
+from cudadoctor.model import Fact, Status
+from cudadoctor.probes import elf_dynamic
+from cudadoctor.probes.scan import scan_dirs
+from cudadoctor.probes.torch_links import ExtLink, TorchLinks, is_torch_name, judge_links, torch_pin
+from cudadoctor.system.host import HostSystem
+from fakes.system import FakeSystem
+
+# a c10 function torch 2.14 added (read from the 2.14.1 wheel's libc10.so, absent from 2.13's): an extension built
+# against 2.14 headers that narrows an integer calls it
+NEWER = "_ZN3c106detail25report_narrowing_overflowEPKc"
+INVENTED = "_ZN3c106detail26cudadoctor_probe_not_thereEv"
+
+
+def _cxx() -> str:
+    cxx = shutil.which("g++") or shutil.which("c++")
+    if cxx is None:
+        pytest.skip("no C++ compiler")
+    return cxx
+
+
+def _build(cxx: str, out: Path, names: list, libs: list, libdirs: list, runpath: str = "") -> Path:
+    """A shared object calling each mangled name in `names` (declared by assembler name), linked to `libs`."""
+    decl = "".join(f'extern "C" void f{i}(void) __asm__("{n}");\n' for i, n in enumerate(names))
+    body = "".join(f"  if (x == {i}) f{i}();\n" for i in range(len(names)))
+    src = out.with_suffix(".cpp")
+    src.write_text(f'{decl}extern "C" int ext_entry(int x) {{\n{body}  return x + 1;\n}}\n')
+    cmd = [cxx, "-shared", "-fPIC", "-O1", str(src), "-Wl,--no-as-needed"] + [f"-L{d}" for d in libdirs] + \
+        [f"-l{x}" for x in libs] + ([f"-Wl,-rpath,{runpath}", "-Wl,--enable-new-dtags"] if runpath else []) + \
+        ["-o", str(out)]
+    subprocess.run(cmd, check=True, timeout=120, capture_output=True)
+    return out
+
+
+def _loads(paths: list) -> dict:
+    """What the loader says for each path, opened after `import torch` in a fresh interpreter: '' when it loaded."""
+    code = ("import json, sys, ctypes, torch\nout = {}\nfor p in sys.argv[1:]:\n    try:\n        ctypes.CDLL(p)\n"
+            "        out[p] = ''\n    except OSError as e:\n        out[p] = str(e)\nprint(json.dumps(out))\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_LIBRARY_PATH", "LD_PRELOAD")}
+    r = subprocess.run([sys.executable, "-W", "ignore", "-c", code] + [str(p) for p in paths], capture_output=True,
+                       text=True, timeout=300, env=env)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    torch = pytest.importorskip("torch")
+    cxx = _cxx()
+    tmp = tmp_path_factory.mktemp("exts")
+    lib = Path(torch.__file__).parent / "lib"
+    c10 = elf_dynamic.exported(elf_dynamic.read_dynamic(HostSystem(), str(lib / "libc10.so")))
+    present = sorted(n for n in c10 if n.startswith("_ZN3c10") and "detail" in n)[:1] or \
+        sorted(n for n in c10 if n.startswith("_ZN3c10"))[:1]
+    gone = NEWER if NEWER not in c10 else INVENTED
+    stub = tmp / "stub"
+    stub.mkdir()
+    # a stand-in for a CUDA torch's libc10_cuda.so, only to link against (as a CUDA extension's build does)
+    subprocess.run([cxx, "-shared", "-fPIC", "-x", "c++", "-", "-o", str(stub / "libc10_cuda.so")],
+                   input=b'extern "C" int c10_cuda_stub() { return 0; }\n', check=True, timeout=120)
+    site = tmp / "site"
+    (site / "myext").mkdir(parents=True)
+    (site / "torch" / "lib").mkdir(parents=True)
+    files = {
+        "ok": _build(cxx, site / "myext" / "_ok.so", present, ["c10"], [lib], runpath="$ORIGIN/../lib"),
+        "gone": _build(cxx, site / "myext" / "_gone.so", present + [gone], ["c10"], [lib]),
+        "cuda": _build(cxx, site / "myext" / "_cuda.so", present, ["c10", "c10_cuda"], [lib, stub]),
+        # torch's own folder: torch itself, never judged as an extension of it
+        "own": _build(cxx, site / "torch" / "lib" / "libown.so", present + [gone], ["c10"], [lib]),
+    }
+    return torch, lib, site, files, gone, present
+
+
+def test_elf_dynamic_reads_needed_runpath_and_symbols(built):
+    _, _, _, files, gone, present = built
+    d = elf_dynamic.read_dynamic(HostSystem(), str(files["ok"]))
+    assert "libc10.so" in d.needed and d.runpath == ["$ORIGIN/../lib"] and d.elf_type == elf_dynamic.ET_DYN
+    assert present[0] in elf_dynamic.required(d)
+    assert "ext_entry" in elf_dynamic.exported(d) and "ext_entry" not in elf_dynamic.required(d)
+    assert gone in elf_dynamic.required(elf_dynamic.read_dynamic(HostSystem(), str(files["gone"])))
+
+
+def test_verdicts_agree_with_the_real_loader(built):
+    torch, lib, site, files, gone, _ = built
+    s = HostSystem()
+    info = scan_dirs(s, [str(site)])
+    linked = {Path(x.path).name: x for x in info.linked}
+    assert set(linked) == {"_ok.so", "_gone.so", "_cuda.so"}  # not torch/lib/libown.so
+    links = judge_links(s, info.linked, torch.__file__, [], torch.__version__, torch.version.cuda)
+    by = {Path(e.path).name: e for e in links.files}
+    real = {Path(p).name: err for p, err in _loads([files["ok"], files["gone"], files["cuda"]]).items()}
+    for name, e in by.items():
+        flagged = bool(e.missing_libs or e.missing_count)
+        assert flagged == bool(real[name]), (name, e, real[name])
+    assert by["_gone.so"].missing == [gone] and gone in real["_gone.so"]
+    cuda_here = (lib / "libc10_cuda.so").exists()
+    assert by["_cuda.so"].missing_libs == ([] if cuda_here else ["libc10_cuda.so"])
+    if not cuda_here:
+        assert "libc10_cuda.so" in real["_cuda.so"]
+    ctx = Context({"torch_links": Fact.found(links, "test")})
+    out = check_torch_ext(ctx)
+    got = {f.id: f.status for f in out.findings}
+    assert got["torch.ext.undefined-symbol"] is Status.FAIL
+    if not cuda_here and not torch.version.cuda:
+        assert got["torch.ext.needs-cuda-torch"] is Status.FAIL
+    assert "torch.ext.ok" not in got
+
+
+def _link(**kw) -> ExtLink:
+    base = dict(path="/venv/lib/python3.12/site-packages/flash_attn_2_cuda.cpython-312-x86_64-linux-gnu.so",
+                package="flash_attn_2_cuda.cpython-312-x86_64-linux-gnu.so", origin="site-packages",
+                root="/venv/lib/python3.12/site-packages", dist="flash_attn", version="2.8.3", install="wheel",
+                torch_libs=["libc10.so", "libtorch.so"], needs=120)
+    base.update(kw)
+    return ExtLink(**base)
+
+
+def _check(files, version="2.11.0+cu130", cuda="13.0", lib="/venv/lib/python3.12/site-packages/torch/lib"):
+    links = TorchLinks("/venv/bin/python", version, cuda, lib, 80000, files)
+    out = check_torch_ext(Context({"torch_links": Fact.found(links, "test")}))
+    return out, {f.id: f for f in out.findings}
+
+
+def test_built_for_another_torch_fails_with_the_pinned_release_named():
+    tv = _link(path="/venv/lib/python3.12/site-packages/torchvision/_C.so", package="torchvision", dist="torchvision",
+               version="0.28.0", built_for="2.13.0", missing=[NEWER], missing_count=3)
+    out, by = _check([tv])
+    f = by["torch.ext.undefined-symbol"]
+    assert f.status is Status.FAIL and NEWER in f.summary and "2.13.0" in f.summary
+    cmds = " ".join(f.fix.commands)
+    assert '"torch==2.11.0" torchvision --index-url https://download.pytorch.org/whl/cu130' in cmds
+    assert '"torch==2.13.0" --index-url https://download.pytorch.org/whl/cu130' in cmds
+    assert out.summary.startswith("1 of 1")
+
+
+def test_unpinned_wheel_editable_and_jit_builds_get_their_own_rebuild():
+    _, by = _check([_link(missing=[NEWER], missing_count=1)])
+    assert "--no-build-isolation" in by["torch.ext.undefined-symbol"].fix.commands[0]
+    assert "flash_attn==2.8.3" in by["torch.ext.undefined-symbol"].fix.commands[0]
+    _, by = _check([_link(install="editable", source="/src/myop", dist="myop", missing=[NEWER], missing_count=1)])
+    assert by["torch.ext.undefined-symbol"].fix.commands[0].startswith("cd /src/myop && ")
+    jit = _link(path="/home/u/.cache/torch_extensions/py312_cu130/fused/fused.so", package="fused", dist="",
+                version="", install="", origin="jit-cache", root="/home/u/.cache/torch_extensions/py312_cu130",
+                missing=[NEWER], missing_count=1)
+    _, by = _check([jit])
+    f = by["torch.ext.undefined-symbol"]
+    assert f.status is Status.WARN  # load() may rebuild it; loaded as it is it fails
+    assert f.fix.commands == ("rm -rf /home/u/.cache/torch_extensions/py312_cu130/fused",)
+
+
+def test_cuda_extension_on_cpu_torch_and_a_library_torch_does_not_ship():
+    _, by = _check([_link(missing_libs=["libc10_cuda.so", "libtorch_cuda.so"])], version="2.13.0+cpu", cuda=None)
+    f = by["torch.ext.needs-cuda-torch"]
+    assert f.status is Status.FAIL and "libc10_cuda.so" in f.summary
+    assert "--index-url https://download.pytorch.org/whl/cu" in f.fix.commands[0]
+    _, by = _check([_link(missing_libs=["libtorch_hip.so"])])
+    assert by["torch.ext.missing-torch-library"].status is Status.FAIL
+
+
+def test_healthy_none_and_not_judged():
+    out, by = _check([_link(), _link(path="/x/y.so", package="y", dist="y")])
+    assert by["torch.ext.ok"].status is Status.OK and out.summary == "2 torch extensions link against torch 2.11.0+cu130"
+    out, by = _check([])
+    assert by["torch.ext.ok"].status is Status.OK and out.summary == "no torch extensions"
+    out = check_torch_ext(Context({"torch_links": Fact.not_applicable("test", "no torch to check extensions against")}))
+    assert [f.id for f in out.findings] == ["torch.ext.not-judged"] and out.findings[0].status is Status.SKIP
+
+
+def test_torch_names_are_only_torchs_own():
+    assert is_torch_name(NEWER) and is_torch_name("_ZNK2at10TensorBase4sizeEl") and is_torch_name("THPVariableClass")
+    assert is_torch_name("_ZTVN3c1010TensorImplE") and is_torch_name("aoti_torch_empty_strided")
+    assert not is_torch_name("_ZNSt6vectorIiSaIiEED1Ev") and not is_torch_name("cudaLaunchKernel")
+    assert not is_torch_name("_ZN3c10x")  # a namespace is always followed by the next name's length
+
+
+def test_torch_pin_read_from_the_distributions_metadata():
+    fs = FakeSystem()
+    sp = "/venv/lib/python3.12/site-packages"
+    fs.add_file(f"{sp}/torchvision-0.28.0.dist-info/METADATA", "Name: torchvision\nRequires-Dist: numpy\n"
+                                                               "Requires-Dist: torch (==2.13.0)\n")
+    fs.add_file(f"{sp}/flash_attn-2.8.3.dist-info/METADATA", "Name: flash_attn\nRequires-Dist: torch\n")
+    assert torch_pin(fs, [sp], "torchvision", "0.28.0") == "2.13.0"
+    assert torch_pin(fs, [sp], "flash_attn", "2.8.3") == ""
+    assert torch_pin(fs, [sp], "nothere", "1.0") == ""
