@@ -77,6 +77,7 @@ FRESH52 = DATA / "explain_fresh52" / "cases.toml"  # issue 17 round 54's blind s
 FRESH53 = DATA / "explain_fresh53" / "cases.toml"  # issue 17 round 55's blind set (threads nobody had met), committed before scoring
 FRESH54 = DATA / "explain_fresh54" / "cases.toml"  # issue 17 round 56's blind set (threads nobody had met; small), committed before scoring
 FRESH55 = DATA / "explain_fresh55" / "cases.toml"  # issue 17 round 57's blind set (threads nobody had met), committed before scoring
+FRESH56 = DATA / "explain_fresh56" / "cases.toml"  # issue 17 round 58's blind set (threads nobody had met), committed before scoring
 
 SIGS = signatures.load()
 SCANNER = scan.Scanner(SIGS)
