@@ -70,8 +70,7 @@ def relink_fix(e, py: str, torch_version: str, torch_cuda) -> Fix:
 def _undefined(key: str, es: list, links, py: str) -> Finding:
     first = es[0]
     n = sum(e.missing_count for e in es)
-    name = first.missing[0]
-    shown = first.demangled[0] if first.demangled and first.demangled[0] else name
+    shown = first.demangled[0] if first.demangled and first.demangled[0] else first.missing[0]
     jit = all(e.origin == "jit-cache" for e in es)
     built = f" (built for torch {first.built_for})" if first.built_for else ""
     detail = "; ".join(
@@ -83,7 +82,7 @@ def _undefined(key: str, es: list, links, py: str) -> Finding:
     return Finding(
         "torch.ext.undefined-symbol", Status.WARN if jit else Status.FAIL,
         f"{key}{built} was built against another torch: {n} torch function(s) it calls are not in torch "
-        f"{links.torch_version}; importing it fails with 'undefined symbol: {name}' ({shown})",
+        f"{links.torch_version} (e.g. {shown}); importing it fails with 'undefined symbol' naming one of them",
         detail=detail, fix=relink_fix(first, py, links.torch_version, links.torch_cuda),
         evidence={"torch": links.torch_version, "torch_lib": links.torch_lib, "files": _files(es)}, affects=key)
 
