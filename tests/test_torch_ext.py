@@ -21,7 +21,8 @@ from cudadoctor.checks.torch_ext import check_torch_ext
 from cudadoctor.model import Fact, Status
 from cudadoctor.probes import elf_dynamic
 from cudadoctor.probes.scan import scan_dirs
-from cudadoctor.probes.torch_links import ExtLink, TorchLinks, is_torch_name, judge_links, torch_pin
+from cudadoctor.probes.torch_links import ExtLink, TorchLinks, judge_links, torch_pin
+from cudadoctor.probes.torch_names import is_torch_name
 from cudadoctor.system.host import HostSystem
 from fakes.system import FakeSystem
 
@@ -194,7 +195,7 @@ def test_healthy_none_and_not_judged():
 def test_torch_names_are_only_torchs_own():
     assert is_torch_name(NEWER) and is_torch_name("_ZNK2at10TensorBase4sizeEl") and is_torch_name("THPVariableClass")
     assert is_torch_name("_ZTVN3c1010TensorImplE") and is_torch_name("aoti_torch_empty_strided")
-    # a method with a ref-qualifier (&&): the name torchvision 0.28's _C.so failed on under torch 2.11 (H200, session 36)
+    # a method with a ref-qualifier (&): the name torchvision 0.28's _C.so failed on under torch 2.11 (H200, session 36)
     assert is_torch_name("_ZNR5torch7Library4_defEON3c1014FunctionSchemaEPNS1_12OperatorNameERKSt6vectorINS_10headeronly3"
                          "TagESaIS8_EENS_17_RegisterOrVerifyE")
     assert is_torch_name("_ZNKO2at6Tensor3addERKS0_") and is_torch_name("_ZN3c10lsERSoNS_10DeviceTypeE")

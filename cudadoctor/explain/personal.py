@@ -236,7 +236,9 @@ def _from_text(match, out: Personal, m) -> None:
                          f"/etc/docker/daemon.json, then restart docker")
     if "symbol" in c:
         sym = c["symbol"]
-        kind = ("a torch C++ symbol: the extension was built for another torch" if sym.startswith(("_ZN3c10", "_ZN2at", "_ZN5torch"))
+        from cudadoctor.probes.torch_names import is_torch_name
+
+        kind = ("a torch C++ symbol: the extension was built for another torch" if is_torch_name(sym)
                 else "an nvJitLink symbol: an older libnvJitLink is loaded" if "nvjitlink" in sym.lower() else "")
         out.notes.append(f"missing symbol {sym}" + (f" ({kind})" if kind else ""))
     if "status" in c:
