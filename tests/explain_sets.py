@@ -78,6 +78,7 @@ FRESH53 = DATA / "explain_fresh53" / "cases.toml"  # issue 17 round 55's blind s
 FRESH54 = DATA / "explain_fresh54" / "cases.toml"  # issue 17 round 56's blind set (threads nobody had met; small), committed before scoring
 FRESH55 = DATA / "explain_fresh55" / "cases.toml"  # issue 17 round 57's blind set (threads nobody had met), committed before scoring
 FRESH56 = DATA / "explain_fresh56" / "cases.toml"  # issue 17 round 58's blind set (threads nobody had met), committed before scoring
+FRESH57 = DATA / "explain_fresh57" / "cases.toml"  # issue 17 round 59's blind set (threads nobody had met), committed before scoring
 
 SIGS = signatures.load()
 SCANNER = scan.Scanner(SIGS)
