@@ -141,9 +141,17 @@ def _link(**kw) -> ExtLink:
     return ExtLink(**base)
 
 
-def _check(files, version="2.11.0+cu130", cuda="13.0", lib="/venv/lib/python3.12/site-packages/torch/lib"):
-    links = TorchLinks("/venv/bin/python", version, cuda, lib, 80000, files)
-    out = check_torch_ext(Context({"torch_links": Fact.found(links, "test")}))
+def _check(files, version="2.11.0+cu130", cuda="13.0", lib="/venv/lib/python3.12/site-packages/torch/lib", hip=None,
+           driver=True):
+    from cudadoctor.facts.types import GpuInfo, SmiInfo
+
+    links = TorchLinks("/venv/bin/python", version, cuda, lib, 80000, files, torch_hip=hip)
+    facts = {"torch_links": Fact.found(links, "test")}
+    if driver:
+        facts["nvidia_smi"] = Fact.found(SmiInfo(path="/usr/bin/nvidia-smi", driver_version="580.159.04",
+                                                 cuda_version="13.0", gpus=[GpuInfo(index=0, name="NVIDIA H200")]),
+                                         "test")
+    out = check_torch_ext(Context(facts))
     return out, {f.id: f for f in out.findings}
 
 
@@ -175,12 +183,94 @@ def test_unpinned_wheel_editable_and_jit_builds_get_their_own_rebuild():
 
 
 def test_cuda_extension_on_cpu_torch_and_a_library_torch_does_not_ship():
-    _, by = _check([_link(missing_libs=["libc10_cuda.so", "libtorch_cuda.so"])], version="2.13.0+cpu", cuda=None)
+    cuda_ext = _link(missing_libs=["libc10_cuda.so", "libtorch_cuda.so"])
+    _, by = _check([cuda_ext], version="2.13.0+cpu", cuda=None)
     f = by["torch.ext.needs-cuda-torch"]
-    assert f.status is Status.FAIL and "libc10_cuda.so" in f.summary
-    assert "--index-url https://download.pytorch.org/whl/cu" in f.fix.commands[0]
+    assert f.status is Status.FAIL and "libc10_cuda.so" in f.summary and "CPU-only" in f.summary
+    assert "--index-url https://download.pytorch.org/whl/cu" in f.fix.commands[0]  # an NVIDIA driver is here
+    # (review s36) no NVIDIA driver: a CUDA torch would not help; the extension's own build for this torch instead
+    _, by = _check([cuda_ext], version="2.13.0+cpu", cuda=None, driver=False)
+    f = by["torch.ext.needs-cuda-torch"]
+    assert "--no-binary flash_attn" in f.fix.commands[0] and "download.pytorch.org" not in " ".join(f.fix.commands)
+    # (review s36) a ROCm torch is not "CPU-only", and its fix never replaces it with a CUDA torch
+    _, by = _check([cuda_ext], version="2.9.1+rocm6.4", cuda=None, hip="6.4.43482")
+    f = by["torch.ext.needs-cuda-torch"]
+    assert "a ROCm build" in f.summary and "download.pytorch.org" not in " ".join(f.fix.commands)
     _, by = _check([_link(missing_libs=["libtorch_hip.so"])])
     assert by["torch.ext.missing-torch-library"].status is Status.FAIL
+
+
+def test_fixes_that_can_work():
+    # (review s36) PyG's wheels carry a local label PyPI does not have: its own index for this torch
+    _, by = _check([_link(dist="torch_scatter", version="2.1.2+pt25cu124", package="torch_scatter", missing=[NEWER],
+                          missing_count=1)])
+    cmd = by["torch.ext.undefined-symbol"].fix.commands[0]
+    assert "-f https://data.pyg.org/whl/torch-2.11.0+cu130.html" in cmd and "==2.1.2+pt25cu124" not in cmd
+    # an NGC or source build of torch: no index serves it, so no torch reinstall is proposed, the extension is rebuilt
+    tv = _link(dist="torchvision", package="torchvision", version="0.19.0", built_for="2.3.0", missing=[NEWER],
+               missing_count=1)
+    _, by = _check([tv], version="2.4.0a0+07cecf4168")
+    cmds = " ".join(by["torch.ext.undefined-symbol"].fix.commands)
+    assert "07cecf4168" not in cmds and "--no-binary torchvision" in cmds
+    # a nightly's index is the nightly one
+    _, by = _check([tv], version="2.14.0.dev20261101+cu130")
+    assert "whl/nightly/cu130" in " ".join(by["torch.ext.undefined-symbol"].fix.commands)
+    # the verification opens the file itself (torchvision swallows its _C.so's load error)
+    assert any("ctypes.CDLL(" in c for c in by["torch.ext.undefined-symbol"].fix.commands)
+
+
+def test_cxx11_abi_mismatch_is_named_as_such():
+    e = _link(missing=["_ZN3c106detail14torchCheckFailEPKcS2_jRKSs"], missing_count=1, abi_mismatch=True)
+    _, by = _check([e])
+    f = by["torch.ext.cxx11-abi-mismatch"]
+    assert f.status is Status.FAIL and "torch.ext.undefined-symbol" not in by
+    assert "--no-binary" in f.fix.commands[0]
+
+
+def test_copies_python_does_not_load_are_not_failures():
+    from cudadoctor.probes.torch_links import _mark_not_loaded
+
+    sp = "/venv/lib/python3.12/site-packages"
+    good = _link(path=f"{sp}/dgl/tensoradapter/pytorch/libtensoradapter_pytorch_2.11.0.so", root=sp, dist="dgl",
+                 version="2.4.0")
+    old = _link(path=f"{sp}/dgl/tensoradapter/pytorch/libtensoradapter_pytorch_2.10.0.so", root=sp, dist="dgl",
+                version="2.4.0", missing=[NEWER], missing_count=1)
+    py310 = _link(path="/src/op/myop/_C.cpython-310-x86_64-linux-gnu.so", root="/src/op", dist="", package="myop",
+                  origin="editable", missing=[NEWER], missing_count=1)
+    _mark_not_loaded([good, old, py310], "3.12.3")
+    assert old.not_loaded and py310.not_loaded and not good.not_loaded
+    out, by = _check([good, old, py310])
+    assert "torch.ext.undefined-symbol" not in by and by["torch.ext.not-loaded"].status is Status.SKIP
+    assert by["torch.ext.ok"].status is Status.OK
+    # (review s36) a shadowed copy: the earlier one on sys.path decides; an unknown order only warns, naming the twin
+    sys_site, venv_site = "/usr/lib/python3/dist-packages", "/venv/lib/python3.12/site-packages"
+    first_ok = _link(path=f"{venv_site}/myext/_C.so", root=venv_site, package="myext", dist="myext")
+    later_bad = _link(path=f"{sys_site}/myext/_C.so", root=sys_site, package="myext", dist="myext", missing=[NEWER],
+                      missing_count=1)
+    _mark_not_loaded([first_ok, later_bad], "3.12.3", [venv_site, sys_site])
+    assert later_bad.not_loaded.startswith("shadowed")
+    first_bad = _link(path=f"{venv_site}/myext/_C.so", root=venv_site, package="myext", dist="myext", missing=[NEWER],
+                      missing_count=1)
+    later_ok = _link(path=f"{sys_site}/myext/_C.so", root=sys_site, package="myext", dist="myext")
+    _mark_not_loaded([first_bad, later_ok], "3.12.3", [venv_site, sys_site])
+    assert not first_bad.not_loaded  # Python imports the broken one: a failure
+    pth_bad = _link(path="/other/env/myext/_C.so", root="/other/env", origin="pth", package="myext", dist="myext",
+                    missing=[NEWER], missing_count=1)
+    _mark_not_loaded([first_ok, pth_bad], "3.12.3", [venv_site])
+    assert pth_bad.twin == first_ok.path and not pth_bad.not_loaded
+    _, by = _check([first_ok, pth_bad])
+    assert by["torch.ext.undefined-symbol"].status is Status.WARN
+    # alone, a broken build is a failure
+    lone = _link(missing=[NEWER], missing_count=1)
+    _mark_not_loaded([lone], "3.12.3")
+    assert not lone.not_loaded
+
+
+def test_saved_reports_with_nulls_do_not_crash_the_step():
+    e = ExtLink(path="/x/a.so", package=None, missing=None, missing_count=3, dist=None, origin=None, root=None)
+    links = TorchLinks("/venv/bin/python", None, None, None, 1, [e, None])
+    out = check_torch_ext(Context({"torch_links": Fact.found(links, "test")}))
+    assert out.findings
 
 
 def test_healthy_none_and_not_judged():

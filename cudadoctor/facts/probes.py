@@ -72,5 +72,6 @@ def gather_torch_links(system: System, opts: Options, deps: dict) -> Fact:
     if t is None or not getattr(t, "installed", False) or not getattr(t, "file", ""):
         return Fact.not_applicable(src, "no torch to check extensions against")
     links = judge_links(system, list(getattr(info, "linked", []) or []), t.file, list(info.site_packages or []),
-                        t.version, t.cuda, info.python)
+                        t.version, t.cuda, info.python, torch_hip=t.hip, python_version=t.python_version,
+                        truncated=bool(info.truncated))
     return Fact.found(links, src, links.seconds)

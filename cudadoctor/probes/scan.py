@@ -249,12 +249,15 @@ def _linked(src, path: str, pkg: str, b, common: dict) -> Optional[LinkedFile]:
         d = elf_dynamic.dynamic_of(src, path)
     except fatbin.BinaryFormatError:
         return None
-    if not any(is_torch_library(n) for n in d.needed):
+    if is_torch_library(d.soname) or not any(is_torch_library(n) for n in d.needed):
         return None
     return LinkedFile(path, pkg, d.needed, d.runpath or d.rpath, **common)
 
 
-_TORCH_LIBRARY = re.compile(r"^lib(?:c10|torch)(?:_[a-z0-9_]+)?\.so$")
+# torch's own sonames (a closed list: out-of-tree backends name theirs alike, torch_npu's libtorch_npu.so, and ship
+# them beside their extensions), optionally versioned as Debian and Fedora build them (libc10.so.1.7)
+_TORCH_LIBRARY = re.compile(r"^lib(?:c10|c10_cuda|c10_hip|c10_xpu|torch|torch_cpu|torch_cuda|torch_cuda_linalg|torch_hip|"
+                            r"torch_xpu|torch_python|torch_global_deps|torch_nvshmem)\.so(?:\.\d+)*$")
 
 
 def is_torch_library(soname: str) -> bool:
