@@ -254,7 +254,17 @@ def test_copies_python_does_not_load_are_not_failures():
     later_ok = _link(path=f"{sys_site}/myext/_C.so", root=sys_site, package="myext", dist="myext")
     _mark_not_loaded([first_bad, later_ok], "3.12.3", [venv_site, sys_site])
     assert not first_bad.not_loaded  # Python imports the broken one: a failure
-    pth_bad = _link(path="/other/env/myext/_C.so", root="/other/env", origin="pth", package="myext", dist="myext",
+    # (H200, session 36) a venv whose site-packages has a broken copy, and a .pth in it adding the environment whose copy
+    # loads: the site folder comes first, so Python imports the broken one (a failure, not a warning)
+    pth_ok = _link(path="/opt/env/myext/_C.so", root="/opt/env", origin="pth", via=f"{venv_site}/opt.pth",
+                   package="myext", dist="myext")
+    _mark_not_loaded([first_bad, pth_ok], "3.12.3", [venv_site])
+    assert not first_bad.not_loaded and not first_bad.twin
+    pth_bad = _link(path="/other/env/myext/_C.so", root="/other/env", origin="pth", via=f"{venv_site}/other.pth",
+                    package="myext", dist="myext", missing=[NEWER], missing_count=1)
+    _mark_not_loaded([pth_bad, first_ok], "3.12.3", [venv_site])
+    assert pth_bad.not_loaded.startswith("shadowed")
+    pth_bad = _link(path="/other/env/myext/_C.so", root="/other/env", origin="sys.path", package="myext", dist="myext",
                     missing=[NEWER], missing_count=1)
     _mark_not_loaded([first_ok, pth_bad], "3.12.3", [venv_site])
     assert pth_bad.twin == first_ok.path and not pth_bad.not_loaded

@@ -55,6 +55,7 @@ class ExtLink:
     install: str = ""
     source: str = ""
     project: str = ""
+    via: str = ""  # the .pth, finder or variable that put its root on the path
     torch_libs: list = field(default_factory=list)  # the torch libraries it needs (DT_NEEDED)
     missing_libs: list = field(default_factory=list)  # of those, the ones the imported torch does not ship
     needs: int = 0  # torch names it needs
@@ -68,8 +69,8 @@ class ExtLink:
     error: str = ""  # why it could not be judged
 
     def __post_init__(self) -> None:  # a saved report may hold nulls
-        for k in ("path", "package", "origin", "root", "dist", "version", "install", "source", "project", "built_for",
-                  "not_loaded", "twin", "error"):
+        for k in ("path", "package", "origin", "root", "dist", "version", "install", "source", "project", "via",
+                  "built_for", "not_loaded", "twin", "error"):
             if getattr(self, k) is None:
                 setattr(self, k, "")
         for k in ("torch_libs", "missing_libs", "missing", "demangled"):
@@ -242,11 +243,14 @@ def _rel(e: ExtLink) -> str:
 
 def _order(e: ExtLink, site_dirs: list) -> Optional[int]:
     """Where its root comes on sys.path, when that is known: PYTHONPATH before the site folders, those in their
-    order; None for the roots whose place this reading does not know (.pth lines, editable finders, sys.path)."""
+    order, each followed by the folders its .pth lines add (site.addsitedir appends them); None for the roots whose
+    place this reading does not know (editable finders, other sys.path entries)."""
     if e.origin == "PYTHONPATH":
         return 0
     if e.origin == "site-packages" and e.root in site_dirs:
-        return 1 + site_dirs.index(e.root)
+        return 2 * (1 + site_dirs.index(e.root))
+    if e.origin == "pth" and os.path.dirname(e.via) in site_dirs:  # a .pth line's folder comes right after its site
+        return 2 * (1 + site_dirs.index(os.path.dirname(e.via))) + 1
     return None
 
 
@@ -304,7 +308,7 @@ def judge_links(system, linked: list, torch_file: str, site_dirs: list, torch_ve
         if len(out.files) >= MAX_FILES:
             out.more += 1
             continue
-        e = ExtLink(f.path, f.package, f.origin, f.root, f.dist, f.version, f.install, f.source, f.project,
+        e = ExtLink(f.path, f.package, f.origin, f.root, f.dist, f.version, f.install, f.source, f.project, f.via,
                     torch_libs=[n for n in f.needed if is_torch_library(n)])
         out.files.append(e)
         e.built_for = torch_pin(system, site_dirs, f.dist, f.version)
