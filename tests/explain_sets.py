@@ -80,6 +80,7 @@ FRESH55 = DATA / "explain_fresh55" / "cases.toml"  # issue 17 round 57's blind s
 FRESH56 = DATA / "explain_fresh56" / "cases.toml"  # issue 17 round 58's blind set (threads nobody had met), committed before scoring
 FRESH57 = DATA / "explain_fresh57" / "cases.toml"  # issue 17 round 59's blind set (threads nobody had met), committed before scoring
 FRESH58 = DATA / "explain_fresh58" / "cases.toml"  # issue 17 round 60's blind set (threads nobody had met), committed before scoring
+FRESH59 = DATA / "explain_fresh59" / "cases.toml"  # issue 17 round 61's blind set (threads nobody had met), committed before scoring
 
 SIGS = signatures.load()
 SCANNER = scan.Scanner(SIGS)
