@@ -312,3 +312,25 @@ def test_torch_pin_read_from_the_distributions_metadata():
     assert torch_pin(fs, [sp], "torchvision", "0.28.0") == "2.13.0"
     assert torch_pin(fs, [sp], "flash_attn", "2.8.3") == ""
     assert torch_pin(fs, [sp], "nothere", "1.0") == ""
+
+
+def test_explain_reads_the_named_extension_on_this_machine(built):
+    # explain, given the loader's own message about an extension that is on this machine, reads that file against the
+    # torch the interpreter imports (the same reading as check's torch.ext) and says what it lacks
+    from cudadoctor.explain import personal, rank
+    from cudadoctor.facts.types import TorchInfo
+    from explain_sets import SCANNER, SIGS
+
+    torch, _, _, files, gone, _ = built
+    text = f"ImportError: {files['gone']}: undefined symbol: {gone}"
+    m = next(x for x in rank.matches(SIGS, SCANNER.scan_text(text)) if x.id == "undefined-symbol")
+    t = TorchInfo(python=sys.executable, python_version="%d.%d.%d" % sys.version_info[:3], installed=True,
+                  version=torch.__version__, cuda=torch.version.cuda, file=torch.__file__)
+    out = personal.personalise(m, {"torch": Fact.found(t, "test")})
+    assert any("calls 2 torch function(s)" in n for n in out.notes), out.notes
+    assert any("ctypes.CDLL(" in c for c in out.commands), out.commands
+    # a healthy file: the message came from elsewhere
+    text = f"ImportError: {files['ok']}: undefined symbol: {gone}"
+    m = next(x for x in rank.matches(SIGS, SCANNER.scan_text(text)) if x.id == "undefined-symbol")
+    out = personal.personalise(m, {"torch": Fact.found(t, "test")})
+    assert any("finds every torch function it calls" in n for n in out.notes), out.notes

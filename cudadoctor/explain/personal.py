@@ -8,6 +8,7 @@ Every helper is total: missing facts give fewer lines, never an exception.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Optional
@@ -500,6 +501,63 @@ def _libraries(match, facts, m, out: Personal) -> None:
         out.commands.append(ld_without(parts, set(bad)))
 
 
+_UNDEF_FILE = re.compile(r"(/[^\s:'\"]+\.so[\w.]*)\s*:\s*undefined symbol")
+
+
+def _undefined_symbol(match, facts, m, out: Personal) -> None:
+    """The library facts, then, when the extension the message names is on this machine, that file read against the
+    torch this interpreter imports (probes/torch_links.py, as `check`'s torch.ext step does): what it lacks and the
+    reinstall or rebuild its owner needs."""
+    _libraries(match, facts, m, out)
+    t = torch_info(facts)
+    texts = [h.text for h in match.evidence] + [match.before or ""]
+    path = next((mt.group(1) for x in texts for mt in _UNDEF_FILE.finditer(x or "")), "")
+    if t is None or not t.file or not path:
+        return
+    from cudadoctor.system.host import HostSystem
+
+    system = HostSystem()
+    if not system.exists(path):
+        out.notes.append(f"{path} is not on this machine (the message came from elsewhere)")
+        return
+    from cudadoctor.checks.torch_ext import relink_fix
+    from cudadoctor.probes.owners import Owners
+    from cudadoctor.probes.scan import LinkedFile, site_packages
+    from cudadoctor.probes.torch_links import judge_links
+
+    py, sites, _ = site_packages(system, t.python or "python")
+    d_root = next((s for s in sites if path.startswith(s.rstrip("/") + "/")), "")
+    o = Owners(system, sites).owner(path) if sites else None
+    try:
+        from cudadoctor.probes import elf_dynamic
+
+        dyn = elf_dynamic.read_dynamic(system, path)
+    except Exception:  # noqa: BLE001 - personalisation is best effort
+        return
+    lf = LinkedFile(path, path[len(d_root) + 1:].split("/")[0] if d_root else os.path.basename(path), dyn.needed,
+                    dyn.runpath or dyn.rpath, "site-packages" if d_root else "", d_root,
+                    dist=o.dist if o else "", version=o.version if o else "", install=o.kind if o else "",
+                    source=o.source if o else "")
+    links = judge_links(system, [lf], t.file, sites, t.version, t.cuda, py, torch_hip=t.hip,
+                        python_version=t.python_version)
+    if links.error or not links.files:
+        return
+    e = links.files[0]
+    who = f"{e.dist} {e.version}".strip() or os.path.basename(path)
+    if e.missing_libs:
+        out.notes.append(f"on this machine {who} needs {', '.join(e.missing_libs)}, which torch {t.version} does not ship")
+    elif e.missing_count:
+        built = f", the build for torch {e.built_for}" if e.built_for else ""
+        out.notes.append(f"on this machine {who}{built} calls {e.missing_count} torch function(s) torch {t.version} "
+                         f"does not export (read from its symbol table, as the loader resolves it)")
+    else:
+        out.notes.append(f"on this machine {path} finds every torch function it calls in torch {t.version}: the "
+                         f"message came from another torch or environment")
+        return
+    fix = relink_fix(e, py, t.version)
+    out.commands.extend(c for c in fix.commands if c not in out.commands)
+
+
 def _wsl(match, facts, m, out: Personal) -> None:
     plat = _val(facts, "platform")
     if plat is not None:
@@ -551,7 +609,7 @@ _BY_ID = {
     "driver-install": _driver_stack,
     "nvml-unknown-error": _driver_stack,
     "missing-shared-library": _libraries,
-    "undefined-symbol": _libraries,
+    "undefined-symbol": _undefined_symbol,
     "cudnn-version-mismatch": _libraries,
     "cuda-stub-library": _libraries,
     "forward-compat": _libraries,
