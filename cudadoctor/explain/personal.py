@@ -527,6 +527,10 @@ def _undefined_symbol(match, facts, m, out: Personal) -> None:
 
     py, sites, _ = site_packages(system, t.python or "python")
     d_root = next((s for s in sites if path.startswith(s.rstrip("/") + "/")), "")
+    mt = re.match(r"(.*/(?:site|dist)-packages)/", path)
+    if not d_root and mt:  # another environment's site folder: its installers' records still name the owner
+        d_root = mt.group(1)
+        sites = sites + [d_root]
     o = Owners(system, sites).owner(path) if sites else None
     try:
         from cudadoctor.probes import elf_dynamic
