@@ -334,3 +334,26 @@ def test_explain_reads_the_named_extension_on_this_machine(built):
     m = next(x for x in rank.matches(SIGS, SCANNER.scan_text(text)) if x.id == "undefined-symbol")
     out = personal.personalise(m, {"torch": Fact.found(t, "test")})
     assert any("finds every torch function it calls" in n for n in out.notes), out.notes
+
+
+def test_explain_names_the_environment_an_extension_belongs_to(built, tmp_path):
+    # the message names a file in another environment's site folder: its own interpreter goes into the commands
+    from cudadoctor.explain import personal, rank
+    from cudadoctor.facts.types import TorchInfo
+    from explain_sets import SCANNER, SIGS
+
+    torch, _, _, files, gone, _ = built
+    sp = tmp_path / "env" / "lib" / "python3.11" / "site-packages" / "myext"
+    sp.mkdir(parents=True)
+    (sp / "_gone.so").write_bytes(files["gone"].read_bytes())
+    (tmp_path / "env" / "bin").mkdir()
+    other = tmp_path / "env" / "bin" / "python"
+    other.write_text("#!/bin/sh\nexec python3 \"$@\"\n")
+    other.chmod(0o755)
+    text = f"ImportError: {sp / '_gone.so'}: undefined symbol: {gone}"
+    m = next(x for x in rank.matches(SIGS, SCANNER.scan_text(text)) if x.id == "undefined-symbol")
+    t = TorchInfo(python=sys.executable, python_version="%d.%d.%d" % sys.version_info[:3], installed=True,
+                  version=torch.__version__, cuda=torch.version.cuda, file=torch.__file__)
+    out = personal.personalise(m, {"torch": Fact.found(t, "test")})
+    assert any(f"belongs to the environment of {other}" in n for n in out.notes), out.notes
+    assert all(str(other) in c for c in out.commands if "python" in c), out.commands

@@ -531,6 +531,13 @@ def _undefined_symbol(match, facts, m, out: Personal) -> None:
     if not d_root and mt:  # another environment's site folder: its installers' records still name the owner
         d_root = mt.group(1)
         sites = sites + [d_root]
+        other = next((c for c in (re.sub(r"/lib/python[\d.]+/(?:site|dist)-packages$", "/bin/python", d_root),)
+                      if c != d_root and system.is_executable(c)), "")
+        if other:  # its own interpreter installs into it; its torch may differ from this one's
+            out.notes.append(f"{path} belongs to the environment of {other}, not to {py}: read here against torch "
+                             f"{t.version}; `cudadoctor check --python {other}` reads it against that environment's "
+                             f"own torch")
+            py = other
     o = Owners(system, sites).owner(path) if sites else None
     try:
         from cudadoctor.probes import elf_dynamic
