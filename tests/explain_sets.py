@@ -81,6 +81,7 @@ FRESH56 = DATA / "explain_fresh56" / "cases.toml"  # issue 17 round 58's blind s
 FRESH57 = DATA / "explain_fresh57" / "cases.toml"  # issue 17 round 59's blind set (threads nobody had met), committed before scoring
 FRESH58 = DATA / "explain_fresh58" / "cases.toml"  # issue 17 round 60's blind set (threads nobody had met), committed before scoring
 FRESH59 = DATA / "explain_fresh59" / "cases.toml"  # issue 17 round 61's blind set (threads nobody had met), committed before scoring
+FRESH60 = DATA / "explain_fresh60" / "cases.toml"  # issue 17 round 62's blind set (threads nobody had met; small), committed before scoring
 
 SIGS = signatures.load()
 SCANNER = scan.Scanner(SIGS)
