@@ -11,7 +11,7 @@ import pytest
 
 from explain_sets import (CORPUS, DEV, DEV2, DEV3, DEV4, DEV5, DEV6, FRESH, FRESH2, FRESH3, FRESH4, FRESH5, FRESH6, FRESH7,
                           FRESH8, FRESH9, FRESH10, FRESH11, FRESH12, FRESH13, FRESH14, FRESH15, FRESH16,
-                          FRESH17, FRESH18, FRESH19, FRESH20, FRESH21, FRESH22, FRESH23, FRESH24, FRESH25, FRESH26, FRESH27, FRESH28, FRESH29, FRESH30, FRESH31, FRESH32, FRESH33, FRESH34, FRESH35, FRESH36, FRESH37, FRESH38, FRESH39, FRESH40, FRESH41, FRESH42, FRESH43, FRESH44, FRESH45, FRESH46, FRESH47, FRESH48, FRESH49, FRESH50, FRESH51, FRESH52, FRESH53, FRESH54, FRESH55, FRESH56, FRESH57, FRESH58, FRESH59, HELDOUT, SIGS, UNSEEN, accuracy, cases, met_urls, urls)
+                          FRESH17, FRESH18, FRESH19, FRESH20, FRESH21, FRESH22, FRESH23, FRESH24, FRESH25, FRESH26, FRESH27, FRESH28, FRESH29, FRESH30, FRESH31, FRESH32, FRESH33, FRESH34, FRESH35, FRESH36, FRESH37, FRESH38, FRESH39, FRESH40, FRESH41, FRESH42, FRESH43, FRESH44, FRESH45, FRESH46, FRESH47, FRESH48, FRESH49, FRESH50, FRESH51, FRESH52, FRESH53, FRESH54, FRESH55, FRESH56, FRESH57, FRESH58, FRESH59, FRESH60, HELDOUT, SIGS, UNSEEN, accuracy, cases, met_urls, urls)
 
 SETS = {"unseen": UNSEEN, "dev": DEV, "fresh": FRESH, "dev2": DEV2, "fresh2": FRESH2, "fresh3": FRESH3, "dev3": DEV3,
         "dev4": DEV4, "fresh4": FRESH4, "fresh5": FRESH5, "dev5": DEV5, "dev6": DEV6, "fresh6": FRESH6, "fresh7": FRESH7,
@@ -19,7 +19,7 @@ SETS = {"unseen": UNSEEN, "dev": DEV, "fresh": FRESH, "dev2": DEV2, "fresh2": FR
         "fresh15": FRESH15, "fresh16": FRESH16, "fresh17": FRESH17,
         "fresh18": FRESH18, "fresh19": FRESH19, "fresh20": FRESH20, "fresh21": FRESH21,
         "fresh22": FRESH22, "fresh23": FRESH23, "fresh24": FRESH24, "fresh25": FRESH25,
-        "fresh26": FRESH26, "fresh27": FRESH27, "fresh28": FRESH28, "fresh29": FRESH29, "fresh30": FRESH30, "fresh31": FRESH31, "fresh32": FRESH32, "fresh33": FRESH33, "fresh34": FRESH34, "fresh35": FRESH35, "fresh36": FRESH36, "fresh37": FRESH37, "fresh38": FRESH38, "fresh39": FRESH39, "fresh40": FRESH40, "fresh41": FRESH41, "fresh42": FRESH42, "fresh43": FRESH43, "fresh44": FRESH44, "fresh45": FRESH45, "fresh46": FRESH46, "fresh47": FRESH47, "fresh48": FRESH48, "fresh49": FRESH49, "fresh50": FRESH50, "fresh51": FRESH51, "fresh52": FRESH52, "fresh53": FRESH53, "fresh54": FRESH54, "fresh55": FRESH55, "fresh56": FRESH56, "fresh57": FRESH57, "fresh58": FRESH58, "fresh59": FRESH59}
+        "fresh26": FRESH26, "fresh27": FRESH27, "fresh28": FRESH28, "fresh29": FRESH29, "fresh30": FRESH30, "fresh31": FRESH31, "fresh32": FRESH32, "fresh33": FRESH33, "fresh34": FRESH34, "fresh35": FRESH35, "fresh36": FRESH36, "fresh37": FRESH37, "fresh38": FRESH38, "fresh39": FRESH39, "fresh40": FRESH40, "fresh41": FRESH41, "fresh42": FRESH42, "fresh43": FRESH43, "fresh44": FRESH44, "fresh45": FRESH45, "fresh46": FRESH46, "fresh47": FRESH47, "fresh48": FRESH48, "fresh49": FRESH49, "fresh50": FRESH50, "fresh51": FRESH51, "fresh52": FRESH52, "fresh53": FRESH53, "fresh54": FRESH54, "fresh55": FRESH55, "fresh56": FRESH56, "fresh57": FRESH57, "fresh58": FRESH58, "fresh59": FRESH59, "fresh60": FRESH60}
 # floors a little under the measured figures (RESULTS.md) so data fixes do not flake the suite
 FLOORS = {  # set: (top-1, top-3) of the answer explain prints
     "unseen": (0.97, 0.99),  # blind at its first scoring only; tuned on since
@@ -88,6 +88,7 @@ FLOORS = {  # set: (top-1, top-3) of the answer explain prints
     "fresh57": (0.96, 0.96),  # blind at its one scoring (22/26, 25/26 r59-before); tuned on after (26/26)
     "fresh58": (0.93, 0.95),  # blind at its one scoring (42/45, 43/45 r60-before); no rule changed after
     "fresh59": (0.97, 1.0),  # blind at its one scoring (40/43, 41/43 r61-before); no rule changed after (42/43, 43/43)
+    "fresh60": (0.80, 0.93),  # blind at its one scoring (11/15, 13/15 r62-before; small); tuned on after (12/15, 14/15)
 }
 
 
@@ -163,7 +164,7 @@ def test_round7_tuning_set_excludes_every_thread_round6_met():
 # earlier blind set met: the rows derive from this order, so a new round adds one name here
 MET_BEFORE_ROUND8 = (DEV2, DEV3, DEV4, FRESH4, DEV5, DEV6)
 BLIND_FROM_ROUND8 = (FRESH6, FRESH7, FRESH8, FRESH9, FRESH10, FRESH11, FRESH12, FRESH13, FRESH14, FRESH15, FRESH16,
-                     FRESH17, FRESH18, FRESH19, FRESH20, FRESH21, FRESH22, FRESH23, FRESH24, FRESH25, FRESH26, FRESH27, FRESH28, FRESH29, FRESH30, FRESH31, FRESH32, FRESH33, FRESH34, FRESH35, FRESH36, FRESH37, FRESH38, FRESH39, FRESH40, FRESH41, FRESH42, FRESH43, FRESH44, FRESH45, FRESH46, FRESH47, FRESH48, FRESH49, FRESH50, FRESH51, FRESH52, FRESH53, FRESH54, FRESH55, FRESH56, FRESH57, FRESH58, FRESH59)
+                     FRESH17, FRESH18, FRESH19, FRESH20, FRESH21, FRESH22, FRESH23, FRESH24, FRESH25, FRESH26, FRESH27, FRESH28, FRESH29, FRESH30, FRESH31, FRESH32, FRESH33, FRESH34, FRESH35, FRESH36, FRESH37, FRESH38, FRESH39, FRESH40, FRESH41, FRESH42, FRESH43, FRESH44, FRESH45, FRESH46, FRESH47, FRESH48, FRESH49, FRESH50, FRESH51, FRESH52, FRESH53, FRESH54, FRESH55, FRESH56, FRESH57, FRESH58, FRESH59, FRESH60)
 
 
 @pytest.mark.parametrize("fresh, earlier", [
