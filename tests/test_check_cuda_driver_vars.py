@@ -335,3 +335,11 @@ def test_cuda_visible_devices_is_read_as_cuda_read_it_on_the_h200(value, torch_c
     assert list(env) == [env_id]
     t = sts["torch.cuda"].findings[0].id
     assert t == ("torch.cuda.ok" if torch_count else "torch.cuda.hidden-by-visible-devices")
+
+
+def test_first_line_of_an_error_text():
+    from cudadoctor.checks.common import first_line
+
+    assert first_line("\n  \nRuntimeError: CUDA error: boom\nmore\n") == "RuntimeError: CUDA error: boom"
+    assert first_line("   \n\t") == "" and first_line(None, "unknown error") == "unknown error"
+    assert first_line("x" * 500, limit=300) == "x" * 300

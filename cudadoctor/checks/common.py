@@ -111,3 +111,12 @@ def runtime_fix(container: str) -> tuple:
     if container == "podman":
         return ("podman run --device nvidia.com/gpu=all ...  # CDI: sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml",)
     return ("docker run --gpus all ...  # or docker restart <container>",)
+
+
+def first_line(text, default: str = "", limit: int = 0) -> str:
+    """The first non-blank line of an error text, stripped (cut to `limit` characters when given), else `default`."""
+    line = next((ln.strip() for ln in str(text or "").splitlines() if ln.strip()), "")
+    if not line:
+        return default
+    return line[:limit] if limit else line
+

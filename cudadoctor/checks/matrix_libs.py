@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cudadoctor.checks.common import driver_view, q
+from cudadoctor.checks.common import driver_view, first_line, q
 from cudadoctor.checks.libraries import cudnn_error, shadow_fix, shadows
 from cudadoctor.checks.matrix_driver import DRIVER_FACTS, _gpu_ccs, _typed
 from cudadoctor.checks.registry import Context, Outcome, step
@@ -166,7 +166,7 @@ def _older_fix(ctx: Context, tv, built: str) -> Fix:
 
 
 def _first(text: str) -> str:
-    return (text or "").strip().splitlines()[0] if text else ""
+    return first_line(text)  # (was an IndexError on an error text of only whitespace)
 
 
 def _cu(cuda: str) -> str:

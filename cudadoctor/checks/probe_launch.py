@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from cudadoctor.checks.common import env_vars, is_stubs_dir, ld_entries, ld_without
+from cudadoctor.checks.common import env_vars, first_line, is_stubs_dir, ld_entries, ld_without
 from cudadoctor.checks.driver import HANG_FIX
 from cudadoctor.checks.env_cuda_driver import (
     FORCE_PTX_JIT_FIX,
@@ -21,8 +21,7 @@ from cudadoctor.model import FactState, Finding, Fix, Status
 
 
 def _first(text: str) -> str:
-    lines = [x for x in (text or "").strip().splitlines() if x.strip()]
-    return lines[0] if lines else "no output"
+    return first_line(text, "no output")
 
 
 def build_failed(ctx: Context, path: str, error: str, fell_back: str) -> Finding:

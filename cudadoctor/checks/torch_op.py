@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from cudadoctor.checks.common import env_vars, q
+from cudadoctor.checks.common import env_vars, first_line, q
 from cudadoctor.checks.environment import check_alloc_conf
 from cudadoctor.checks.holders import holders_fix, is_full, memory_line, nvml_gpu, op_gpu, others_on
 from cudadoctor.checks.env_cuda_driver import FORCED_JIT_ERRORS, forced_ptx_jit, forced_ptx_jit_failure
@@ -24,7 +24,7 @@ ONES = "import torch; print(torch.ones(1).cuda())"
 
 
 def _first(text: str) -> str:
-    return (text or "").strip().splitlines()[0] if (text or "").strip() else "unknown error"
+    return first_line(text, "unknown error")
 
 
 def _bad_alloc_conf(ctx: Context) -> tuple:

@@ -11,6 +11,7 @@ import os
 import re
 
 from cudadoctor.checks.common import env_vars, major_minor, q
+from cudadoctor.checks.common import first_line as common_first_line
 from cudadoctor.checks.env_cuda_driver import FORCED_JIT_ERRORS, forced_ptx_jit, forced_ptx_jit_failure
 from cudadoctor.model import Finding, Fix, Status
 
@@ -29,8 +30,7 @@ MIN_CC = 7
 
 
 def first_line(text: str) -> str:
-    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
-    return lines[0][:300] if lines else ""
+    return common_first_line(text, limit=300)
 
 
 def py_of(ctx, t) -> str:
