@@ -357,3 +357,22 @@ def test_explain_names_the_environment_an_extension_belongs_to(built, tmp_path):
     out = personal.personalise(m, {"torch": Fact.found(t, "test")})
     assert any(f"belongs to the environment of {other}" in n for n in out.notes), out.notes
     assert all(str(other) in c for c in out.commands if "python" in c), out.commands
+
+
+def test_explain_says_nothing_of_torch_for_a_library_that_is_not_an_extension(built, tmp_path):
+    # a CUDA library's own undefined symbol (libcusparse and an older libnvJitLink): not a torch extension, so no
+    # "finds every torch function it calls" note about it (the first version said so of any .so it could read)
+    from cudadoctor.explain import personal, rank
+    from cudadoctor.facts.types import TorchInfo
+    from explain_sets import SCANNER, SIGS
+
+    torch, _, _, _, _, _ = built
+    lib = tmp_path / "libcusparse.so.12"
+    subprocess.run([_cxx(), "-shared", "-fPIC", "-x", "c++", "-", "-o", str(lib)],
+                   input=b'extern "C" int cusparse_stub() { return 0; }\n', check=True, timeout=120)
+    text = f"ImportError: {lib}: undefined symbol: __nvJitLinkComplete_12_4, version libnvJitLink.so.12"
+    m = next(x for x in rank.matches(SIGS, SCANNER.scan_text(text)) if x.id == "undefined-symbol")
+    t = TorchInfo(python=sys.executable, python_version="%d.%d.%d" % sys.version_info[:3], installed=True,
+                  version=torch.__version__, cuda=torch.version.cuda, file=torch.__file__)
+    out = personal.personalise(m, {"torch": Fact.found(t, "test")})
+    assert not any("torch function" in n for n in out.notes), out.notes

@@ -522,8 +522,9 @@ def _undefined_symbol(match, facts, m, out: Personal) -> None:
         return
     from cudadoctor.checks.torch_ext import relink_fix
     from cudadoctor.probes.owners import Owners
-    from cudadoctor.probes.scan import LinkedFile, site_packages
+    from cudadoctor.probes.scan import linked_file, site_packages
     from cudadoctor.probes.torch_links import judge_links
+    from cudadoctor.probes.where import Root
 
     py, sites, _ = site_packages(system, t.python or "python")
     d_root = next((s for s in sites if path.startswith(s.rstrip("/") + "/")), "")
@@ -538,17 +539,10 @@ def _undefined_symbol(match, facts, m, out: Personal) -> None:
                              f"{t.version}; `cudadoctor check --python {other}` reads it against that environment's "
                              f"own torch")
             py = other
-    o = Owners(system, sites).owner(path) if sites else None
-    try:
-        from cudadoctor.probes import elf_dynamic
-
-        dyn = elf_dynamic.read_dynamic(system, path)
-    except Exception:  # noqa: BLE001 - personalisation is best effort
+    root = Root(d_root, "site-packages" if d_root else "", via="site" if d_root else "")
+    lf = linked_file(system, path, root, Owners(system, sites) if sites else None)
+    if lf is None:  # not a torch extension (a CUDA library's own symbol): the library notes above are the reading
         return
-    lf = LinkedFile(path, path[len(d_root) + 1:].split("/")[0] if d_root else os.path.basename(path), dyn.needed,
-                    dyn.runpath or dyn.rpath, "site-packages" if d_root else "", d_root,
-                    dist=o.dist if o else "", version=o.version if o else "", install=o.kind if o else "",
-                    source=o.source if o else "")
     links = judge_links(system, [lf], t.file, sites, t.version, t.cuda, py, torch_hip=t.hip,
                         python_version=t.python_version)
     if links.error or not links.files:

@@ -84,7 +84,6 @@ class LinkedFile:
     path: str = ""
     package: str = ""
     needed: list = field(default_factory=list)  # DT_NEEDED, in order
-    runpath: list = field(default_factory=list)  # DT_RUNPATH, else DT_RPATH ($ORIGIN as written)
     origin: str = ""
     root: str = ""
     via: str = ""
@@ -215,12 +214,30 @@ def scan_roots(system, roots: list, owners: Optional[Owners] = None, cc: Optiona
     return info
 
 
+def _place(path: str, root: Root) -> tuple:
+    """(the top-level folder under its root, or the file's name; the fields every record of a file under `root` has)."""
+    rel = os.path.relpath(path, root.path) if root.path else os.path.basename(path)
+    return rel.split(os.sep, 1)[0], dict(origin=root.origin, root=root.path, via=root.via)
+
+
+def linked_file(system, path: str, root: Root, owners: Optional[Owners] = None) -> Optional[LinkedFile]:
+    """The LinkedFile of one file, as the scan records it (explain reads the extension a message names), or None when
+    it is not a shared object that needs torch's libraries."""
+    pkg, common = _place(path, root)
+    try:
+        src = fatbin.system_source(system, path)
+        linked = _linked(src, path, pkg, fatbin.read_source(src, path), common)
+    except fatbin.BinaryFormatError:
+        return None
+    if linked is not None and owners is not None:
+        _own(system, linked, owners, root)
+    return linked
+
+
 def _read_one(system, path: str, root: Root, cc: Optional[tuple]) -> tuple:
     """(ScanFile of a file with CUDA code or an unreadable CUDA file, else None;
     LinkedFile of a shared object that needs torch's libraries, else None)."""
-    rel = os.path.relpath(path, root.path) if root.path else os.path.basename(path)
-    pkg = rel.split(os.sep, 1)[0]
-    common = dict(origin=root.origin, root=root.path, via=root.via)
+    pkg, common = _place(path, root)
     try:
         src = fatbin.system_source(system, path)
         b = fatbin.read_source(src, path)
@@ -251,7 +268,7 @@ def _linked(src, path: str, pkg: str, b, common: dict) -> Optional[LinkedFile]:
         return None
     if is_torch_library(d.soname) or not any(is_torch_library(n) for n in d.needed):
         return None
-    return LinkedFile(path, pkg, d.needed, d.runpath or d.rpath, **common)
+    return LinkedFile(path, pkg, d.needed, **common)
 
 
 # torch's own sonames (a closed list: out-of-tree backends name theirs alike, torch_npu's libtorch_npu.so, and ship
