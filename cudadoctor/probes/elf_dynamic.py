@@ -14,7 +14,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Optional
 
-from cudadoctor.probes.fatbin import BinaryFormatError, _Source, system_source
+from cudadoctor.probes.fatbin import BinaryFormatError, _elf_sections, _Source, system_source
 
 ET_DYN = 3
 DT_NEEDED, DT_SONAME, DT_RPATH, DT_RUNPATH = 1, 14, 15, 29
@@ -49,24 +49,7 @@ def _sections64(src: _Source, path: str) -> tuple:
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", hdr, 58)
     if not shoff or shentsize < 64:
         return e_type, {}
-    if shnum == 0 or shstrndx == 0xFFFF:  # extended numbering: the real values are in section 0
-        s0 = src.at(shoff, 64)
-        if len(s0) < 64:
-            raise BinaryFormatError(f"{path}: truncated ELF section headers")
-        v = struct.unpack_from("<IIQQQQIIQQ", s0)
-        shnum = shnum or v[5]
-        shstrndx = v[6] if shstrndx == 0xFFFF else shstrndx
-    if shnum > 1 << 18 or shstrndx >= shnum or shoff + shnum * shentsize > src.size:
-        raise BinaryFormatError(f"{path}: truncated or corrupt ELF section headers")
-    table = src.at(shoff, shnum * shentsize)
-    raw = [struct.unpack_from("<IIQQQQIIQQ", table, i * shentsize) for i in range(shnum)]
-    names = src.at(raw[shstrndx][4], min(raw[shstrndx][5], 1 << 20))
-    out: dict = {}
-    for s in raw:
-        if s[0] < len(names) and s[1] != 8:  # SHT_NOBITS has no bytes in the file
-            end = names.find(b"\0", s[0])
-            out.setdefault(names[s[0]:end if end >= 0 else len(names)].decode("latin-1"), (s[4], s[5]))
-    return e_type, out
+    return e_type, _elf_sections(src, path, shoff, shentsize, shnum, shstrndx, "<IIQQQQIIQQ", (0, 1, 4, 5))
 
 
 def _cstr(blob: bytes, off: int) -> str:
@@ -82,9 +65,10 @@ def read_dynamic(system, path: str) -> Dynamic:
     return dynamic_of(system_source(system, path), path)
 
 
-def dynamic_of(src: _Source, path: str) -> Dynamic:
-    """read_dynamic() on a source already open (the scan's, whose read-ahead holds the ELF header)."""
-    e_type, secs = _sections64(src, path)
+def dynamic_of(src: _Source, path: str, sections: Optional[dict] = None, e_type: int = 0) -> Dynamic:
+    """read_dynamic() on a source already open (the scan's, whose read-ahead holds the ELF header); with the section
+    table fatbin.read_source already read from it (`sections`, `e_type`), not read again."""
+    e_type, secs = (e_type, sections) if sections else _sections64(src, path)
     d = Dynamic(path, e_type, _src=src, _sections=secs)
     off, size = secs.get(".dynamic", (0, 0))
     soff, ssize = secs.get(".dynstr", (0, 0))

@@ -146,6 +146,7 @@ class BinaryArchs:
     images: list = field(default_factory=list)
     modules: list = field(default_factory=list)
     elf_type: int = 0  # 1: a relocatable object (.o): its __nv_relfatbin is all it has
+    sections: dict = field(default_factory=dict)  # a host ELF's section name -> (offset, size), for elf_dynamic
 
     @property
     def loaded(self) -> list:
@@ -343,7 +344,7 @@ def _read_elf(src: _Source, path: str) -> BinaryArchs:
     sections = _elf_sections(src, path, e_shoff, e_shentsize, e_shnum, e_shstrndx, sh_fmt, sh_fields)
     if e_machine == EM_CUDA:
         return _read_cubin(src, path, ident, e_flags, sections)
-    out = BinaryArchs(path, "elf", elf_type=e_type)
+    out = BinaryArchs(path, "elf", elf_type=e_type, sections=sections if cls == 2 else {})
     for name, (off, size) in sections.items():
         if name in FATBIN_SECTIONS and size:
             if off + size > src.size:

@@ -263,7 +263,7 @@ def _linked(src, path: str, pkg: str, b, common: dict) -> Optional[LinkedFile]:
     if b.format != "elf" or b.elf_type != elf_dynamic.ET_DYN or pkg == "torch" or "/site-packages/torch/" in path:
         return None
     try:
-        d = elf_dynamic.dynamic_of(src, path)
+        d = elf_dynamic.dynamic_of(src, path, b.sections, b.elf_type)  # the section table fatbin read
     except fatbin.BinaryFormatError:
         return None
     if is_torch_library(d.soname) or not any(is_torch_library(n) for n in d.needed):
